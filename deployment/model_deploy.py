@@ -1,0 +1,397 @@
+"""Deploys a model function as N data-parallel clones, with TF-Slim's API and semantics.
+
+    config = DeploymentConfig(num_clones=2, clone_on_cpu=True)
+    with tf.Graph().as_default():
+        with tf.device(config.inputs_device()):
+            images, labels = ...                # one batch per clone
+        model = deploy(config, model_fn, args=[images, labels],
+                       optimizer=tf.train.GradientDescentOptimizer(0.1))
+        # sess.run(model.train_op) trains one step and returns the total loss.
+
+`model_fn(*args, **kwargs)` builds one clone: it is called once per clone, under the
+clone's name scope and device, with variables shared after the first call, and adds its
+losses to `tf.GraphKeys.LOSSES` (tf.losses and slim.losses do). Each clone's loss is
+divided by the number of clones and the clones' gradients are summed, so the update is
+the gradient of the mean loss. Regularization losses count once; batch-norm update ops
+come from the first clone. Variables live on `variables_device()`: the worker's CPU, or
+round-robin over the parameter-server tasks.
+
+Where this differs from TF-Slim's original: it runs on TensorFlow 2.16+; every variable
+(resource or not, made by slim, tf.get_variable or tf.Variable) goes on the variables
+device; worker devices carry the replica's task; clones may run on any list of devices;
+summaries made inside model_fn sit on the CPU; bad settings raise ValueError up front.
+"""
+import collections
+
+import tensorflow.compat.v1 as tf
+import tf_slim as slim
+
+__all__ = [
+    'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones', 'optimize_clones',
+    'deploy', 'placement_plan',
+]
+
+Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
+Clone.__doc__ = """One clone of the model.
+
+outputs: whatever model_fn returned. scope: its name scope with a trailing slash
+('clone_1/'), or '' when there is one clone. device: the device string it ran under.
+"""
+
+DeployedModel = collections.namedtuple(
+    'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
+DeployedModel.__doc__ = """What deploy() built.
+
+train_op: runs one training step and returns the total loss (None without an optimizer).
+summary_op: all summaries merged (None if there are none). total_loss: mean clone loss
+plus regularization (None if model_fn added no loss). clones: the list of Clone.
+"""
+
+# Op types that create variables, resource or not: the ops placed on variables_device().
+_VARIABLE_OP_TYPES = frozenset({'Variable', 'VariableV2', 'VarHandleOp', 'AutoReloadVariable'})
+# Op types that produce summaries: placed on the worker's CPU, next to the summary writer.
+_SUMMARY_OP_TYPES = frozenset({
+    'ScalarSummary', 'HistogramSummary', 'ImageSummary', 'AudioSummary', 'AudioSummaryV2',
+    'TensorSummary', 'TensorSummaryV2', 'MergeSummary',
+})
+
+
+def _op_type(op):
+    """The type of an Operation, or of the NodeDef that device functions may also get."""
+    return op.op if isinstance(op, tf.NodeDef) else op.type
+
+
+class _RoundRobinVariables:
+    """Device function: variable ops go to the next of `devices`, other ops stay put."""
+
+    def __init__(self, devices):
+        self._devices = devices
+        self._next = 0
+
+    def __call__(self, op):
+        if op.device or _op_type(op) not in _VARIABLE_OP_TYPES:
+            return op.device
+        device = self._devices[self._next]
+        self._next = (self._next + 1) % len(self._devices)
+        return device
+
+
+class DeploymentConfig:
+    """Where a deployment puts its variables, inputs, optimizer and clones.
+
+    Args:
+      num_clones: model clones per replica (>= 1), usually one per GPU.
+      clone_on_cpu: put every clone on the worker's CPU:0 instead of GPU:i.
+      replica_id: this worker's task index, in [0, num_replicas).
+      num_replicas: worker tasks in the cluster; > 1 needs num_ps_tasks > 0.
+      num_ps_tasks: parameter-server tasks holding the variables; 0 keeps them local.
+      worker_job_name, ps_job_name: job names in the cluster spec (non-empty).
+      clone_devices: None for the default devices, or one device string per clone
+        (e.g. ['/device:CPU:0', '/device:CPU:1']); with PS tasks the worker job and
+        task are prefixed.
+    """
+
+    def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0, num_replicas=1,
+                 num_ps_tasks=0, worker_job_name='worker', ps_job_name='ps',
+                 clone_devices=None):
+        _check_int('num_clones', num_clones, minimum=1)
+        _check_int('num_replicas', num_replicas, minimum=1)
+        _check_int('replica_id', replica_id, minimum=0)
+        _check_int('num_ps_tasks', num_ps_tasks, minimum=0)
+        if replica_id >= num_replicas:
+            raise ValueError(f'replica_id must be less than num_replicas={num_replicas}, '
+                             f'got {replica_id!r}')
+        if num_replicas > 1 and num_ps_tasks == 0:
+            raise ValueError(f'num_replicas={num_replicas} needs num_ps_tasks > 0 to hold '
+                             'the shared variables, got num_ps_tasks=0')
+        if num_replicas > 1 or num_ps_tasks > 0:
+            for name, value in (('worker_job_name', worker_job_name),
+                                ('ps_job_name', ps_job_name)):
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f'{name} must be a non-empty string when replicas or '
+                                     f'PS tasks are used, got {value!r}')
+        if clone_devices is not None:
+            clone_devices = tuple(clone_devices)
+            if len(clone_devices) != num_clones:
+                raise ValueError(f'clone_devices must list one device per clone '
+                                 f'(num_clones={num_clones}), got {list(clone_devices)!r}')
+        self._num_clones = num_clones
+        self._clone_on_cpu = clone_on_cpu
+        self._replica_id = replica_id
+        self._num_replicas = num_replicas
+        self._num_ps_tasks = num_ps_tasks
+        self._worker_job_name = worker_job_name
+        self._ps_job_name = ps_job_name
+        self._clone_devices = clone_devices
+        # Job and task prefix of this worker's devices: '' when everything is local.
+        self._worker_device = (f'/job:{worker_job_name}/task:{replica_id}'
+                               if num_ps_tasks > 0 else '')
+
+    num_clones = property(lambda self: self._num_clones)
+    clone_on_cpu = property(lambda self: self._clone_on_cpu)
+    replica_id = property(lambda self: self._replica_id)
+    num_replicas = property(lambda self: self._num_replicas)
+    num_ps_tasks = property(lambda self: self._num_ps_tasks)
+    worker_job_name = property(lambda self: self._worker_job_name)
+    ps_job_name = property(lambda self: self._ps_job_name)
+    clone_devices = property(lambda self: self._clone_devices)
+
+    def __repr__(self):
+        return (f'DeploymentConfig(num_clones={self._num_clones}, '
+                f'clone_on_cpu={self._clone_on_cpu}, replica_id={self._replica_id}, '
+                f'num_replicas={self._num_replicas}, num_ps_tasks={self._num_ps_tasks}, '
+                f'worker_job_name={self._worker_job_name!r}, '
+                f'ps_job_name={self._ps_job_name!r}, clone_devices={self._clone_devices!r})')
+
+    def _check_clone_index(self, clone_index):
+        if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
+            raise ValueError(f'clone_index must be in [0, num_clones={self._num_clones}), '
+                             f'got {clone_index!r}')
+
+    def clone_device(self, clone_index):
+        """Device string of clone `clone_index`: GPU:i, CPU:0, or clone_devices[i]."""
+        self._check_clone_index(clone_index)
+        if self._clone_devices is not None:
+            return self._worker_device + self._clone_devices[clone_index]
+        if self._clone_on_cpu:
+            return self._worker_device + '/device:CPU:0'
+        return self._worker_device + f'/device:GPU:{clone_index}'
+
+    def clone_scope(self, clone_index):
+        """Name scope of clone `clone_index`: 'clone_i', or '' when there is one clone."""
+        self._check_clone_index(clone_index)
+        return '' if self._num_clones == 1 else f'clone_{clone_index}'
+
+    def optimizer_device(self):
+        """Device of the gradient sums, the update ops and the summaries: worker CPU."""
+        return self._worker_device + '/device:CPU:0'
+
+    def inputs_device(self):
+        """Device of the input pipeline: the worker's CPU."""
+        return self._worker_device + '/device:CPU:0'
+
+    def _ps_devices(self):
+        return [f'/job:{self._ps_job_name}/task:{t}/device:CPU:0'
+                for t in range(self._num_ps_tasks)]
+
+    def variables_device(self):
+        """'/device:CPU:0', or with PS tasks a device function for `tf.compat.v1.device`.
+
+        The function places variable ops round-robin on the PS tasks' CPUs (in the order
+        they are created) and leaves every other op where it was.
+        """
+        if self._num_ps_tasks == 0:
+            return '/device:CPU:0'
+        return _RoundRobinVariables(self._ps_devices())
+
+    def caching_device(self):
+        """None, or with PS tasks a device function caching variable reads on the reader's
+        device (for `tf.variable_scope(..., caching_device=...)`)."""
+        if self._num_ps_tasks == 0:
+            return None
+        return lambda op: op.device
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
+
+
+def _require_graph_mode(function_name):
+    if tf.executing_eagerly():
+        raise RuntimeError(
+            f'{function_name}() builds a TF1 graph, but eager execution is on: call '
+            'tf.compat.v1.disable_eager_execution() at start-up, or build inside '
+            '`with tf.Graph().as_default():`.')
+
+
+def placement_plan(config):
+    """Returns, as printable lines, which device holds each part of a deployment."""
+    if config.num_ps_tasks:
+        variables = 'round-robin over ' + ', '.join(config._ps_devices())
+    else:
+        variables = config.variables_device()
+    rows = [('variables', variables),
+            ('inputs', config.inputs_device()),
+            ('optimizer', config.optimizer_device())]
+    for i in range(config.num_clones):
+        scope = config.clone_scope(i)
+        rows.append((f'clone {i}', config.clone_device(i) + (f'  (scope {scope}/)' if scope else '')))
+    width = max(len(role) for role, _ in rows)
+    return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
+
+
+def _clone_placement(config):
+    """Device function placing variable ops on variables_device() and summary ops on the
+    worker's CPU; every other op is left to the clone's device scope."""
+    variables = config.variables_device()
+    if isinstance(variables, str):
+        variables = _RoundRobinVariables([variables])
+    summaries_device = config.inputs_device()
+
+    def place(op):
+        if op.device:
+            return op.device
+        if _op_type(op) in _SUMMARY_OP_TYPES:
+            return summaries_device
+        return variables(op)
+
+    return place
+
+
+def create_clones(config, model_fn, args=None, kwargs=None):
+    """Calls `model_fn(*args, **kwargs)` once per clone and returns the list of Clone.
+
+    Clone i is built under name scope config.clone_scope(i) and device
+    config.clone_device(i); clones after the first reuse the first one's variables.
+    """
+    _require_graph_mode('create_clones')
+    args = args or []
+    kwargs = kwargs or {}
+    place = _clone_placement(config)
+    clones = []
+    for i in range(config.num_clones):
+        with tf.name_scope(config.clone_scope(i)) as clone_scope:
+            clone_device = config.clone_device(i)
+            with tf.device(clone_device), tf.device(place):
+                with tf.variable_scope(tf.get_variable_scope(), reuse=True if i > 0 else None):
+                    outputs = model_fn(*args, **kwargs)
+            clones.append(Clone(outputs, clone_scope, clone_device))
+    return clones
+
+
+def _gather_clone_loss(clone, num_clones, regularization_losses):
+    """Sum of the clone's losses / num_clones + `regularization_losses`; None if none.
+
+    Adds scalar summaries for both parts outside the clone's device.
+    """
+    clone_loss = regularization_loss = None
+    with tf.device(clone.device):
+        parts = []
+        clone_losses = tf.get_collection(tf.GraphKeys.LOSSES, clone.scope)
+        if clone_losses:
+            clone_loss = tf.add_n(clone_losses, name='clone_loss')
+            if num_clones > 1:
+                clone_loss = tf.math.divide(clone_loss, float(num_clones),
+                                            name='scaled_clone_loss')
+            parts.append(clone_loss)
+        if regularization_losses:
+            regularization_loss = tf.add_n(regularization_losses, name='regularization_loss')
+            parts.append(regularization_loss)
+        sum_loss = tf.add_n(parts) if parts else None
+    if clone_loss is not None:  # Under the clone's name scope: tag 'clone_i/Losses/clone_loss'.
+        tf.summary.scalar('Losses/clone_loss', clone_loss)
+    if regularization_loss is not None:
+        tf.summary.scalar('Losses/regularization_loss', regularization_loss)
+    return sum_loss
+
+
+def _gather_clones_losses(clones, regularization_losses=None):
+    """Each clone's loss (None where it has none), regularization added to the first.
+
+    regularization_losses: None means the graph's REGULARIZATION_LOSSES collection.
+    """
+    if regularization_losses is None:
+        regularization_losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+    losses = []
+    for clone in clones:
+        with tf.name_scope(clone.scope):
+            losses.append(_gather_clone_loss(clone, len(clones), regularization_losses))
+        regularization_losses = None
+    return losses
+
+
+def _sum_clones_gradients(clone_grads):
+    """Sums per variable the gradients of all clones; drops variables with no gradient.
+
+    Args:
+      clone_grads: one list of (gradient, variable) per clone, variables in the same order.
+    Returns:
+      A list of (summed gradient, variable).
+    """
+    sum_grads = []
+    for grads_and_vars in zip(*clone_grads):
+        var = grads_and_vars[0][1]
+        grads = [g for g, _ in grads_and_vars if g is not None]
+        if not grads:
+            continue
+        sum_grad = grads[0] if len(grads) == 1 else tf.add_n(
+            grads, name=var.op.name + '/sum_grads')
+        sum_grads.append((sum_grad, var))
+    return sum_grads
+
+
+def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
+    """Computes the total loss and the gradients summed over clones.
+
+    Args:
+      clones: list of Clone from create_clones().
+      optimizer: a tf.compat.v1.train.Optimizer.
+      regularization_losses: added once, to the first clone; None means the graph's
+        REGULARIZATION_LOSSES collection.
+      **kwargs: passed to optimizer.compute_gradients.
+    Returns:
+      (total_loss, [(gradient, variable)]); total_loss is a scalar named 'total_loss'.
+    """
+    _require_graph_mode('optimize_clones')
+    losses = _gather_clones_losses(clones, regularization_losses)
+    clones_grads = []
+    for clone, loss in zip(clones, losses):
+        if loss is not None:
+            with tf.name_scope(clone.scope), tf.device(clone.device):
+                clones_grads.append(optimizer.compute_gradients(loss, **kwargs))
+    if not clones_grads:
+        raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
+                         'regularization losses: nothing to optimize')
+    total_loss = tf.add_n([loss for loss in losses if loss is not None], name='total_loss')
+    return total_loss, _sum_clones_gradients(clones_grads)
+
+
+def _add_gradients_summaries(grads_and_vars):
+    """Histogram summaries of each gradient and of its norm; returns them."""
+    summaries = []
+    for grad, var in grads_and_vars:
+        values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+        summaries.append(tf.summary.histogram(var.op.name + '/gradient', values))
+        summaries.append(tf.summary.scalar(var.op.name + '/gradient_norm',
+                                           tf.global_norm([values])))
+    return summaries
+
+
+def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
+           summarize_gradients=False):
+    """Builds the clones and, with an optimizer, the training step; returns DeployedModel.
+
+    train_op runs the summed-gradient update (creating the global step on the variables
+    device) and the first clone's UPDATE_OPS, and returns total_loss. Without an optimizer
+    only the losses are gathered, for evaluation. summary_op merges the summaries that
+    existed before the call with the first clone's and the loss summaries.
+    """
+    _require_graph_mode('deploy')
+    summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
+    clones = create_clones(config, model_fn, args, kwargs)
+    first_clone = clones[0]
+    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
+
+    train_op = total_loss = None
+    with tf.device(config.optimizer_device()):
+        if optimizer:
+            with tf.device(config.variables_device()):
+                global_step = slim.get_or_create_global_step()
+            total_loss, clones_gradients = optimize_clones(clones, optimizer)
+            if summarize_gradients:
+                summaries.update(_add_gradients_summaries(clones_gradients))
+            grad_updates = optimizer.apply_gradients(clones_gradients, global_step=global_step)
+            with tf.control_dependencies([grad_updates, *update_ops]):
+                train_op = tf.identity(total_loss, name='train_op')
+        else:
+            losses = [loss for loss in _gather_clones_losses(clones) if loss is not None]
+            if losses:
+                total_loss = tf.add_n(losses, name='total_loss')
+
+        summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
+        if total_loss is not None:
+            summaries.add(tf.summary.scalar('total_loss', total_loss))
+        summary_op = tf.summary.merge(sorted(summaries, key=lambda t: t.name),
+                                      name='summary_op') if summaries else None
+    return DeployedModel(train_op, summary_op, total_loss, clones)

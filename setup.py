@@ -1,0 +1,21 @@
+"""slim-deploy: TF-Slim's model_deploy, nets and training scripts on current TensorFlow."""
+from setuptools import find_packages, setup
+
+setup(
+    name='slim-deploy',
+    version='0.1.0',
+    description='Data-parallel training of TF-Slim image classifiers on TensorFlow 2.16+',
+    python_requires='>=3.10',
+    packages=find_packages(include=['deployment', 'nets', 'datasets', 'preprocessing']),
+    install_requires=[
+        # Tested on TensorFlow 2.21. tf-keras pins the TensorFlow minor version it was
+        # built for, so pip picks a matching pair; slim.batch_norm needs its legacy layers.
+        'tensorflow>=2.16',
+        'tf-keras>=2.16',
+        'tf-slim>=1.1',
+        'numpy',
+    ],
+    extras_require={
+        'test': ['pytest'],
+    },
+)
