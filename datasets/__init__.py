@@ -1,0 +1,1 @@
+"""Dataset descriptions, converters and the tf.data input pipeline."""

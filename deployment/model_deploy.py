@@ -377,7 +377,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     with tf.device(config.optimizer_device()):
         if optimizer:
             with tf.device(config.variables_device()):
-                global_step = slim.get_or_create_global_step()
+                global_step = tf.train.get_or_create_global_step()
             total_loss, clones_gradients = optimize_clones(clones, optimizer)
             if summarize_gradients:
                 summaries.update(_add_gradients_summaries(clones_gradients))

@@ -1,0 +1,1 @@
+"""The TF-Slim network zoo behind one factory."""

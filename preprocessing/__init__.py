@@ -1,0 +1,1 @@
+"""Image preprocessing for training and evaluation, one function per network family."""

@@ -1,0 +1,168 @@
+"""DeploymentConfig: device strings, scopes, validation and the placement plan."""
+import pytest
+import tensorflow.compat.v1 as tf
+
+from deployment.model_deploy import DeploymentConfig, placement_plan
+
+W0 = '/job:worker/task:0'
+W1 = '/job:worker/task:1'
+
+# (config arguments, per-clone (device, scope), optimizer/inputs device, PS variable devices
+#  in round-robin order or None for local variables on '/device:CPU:0').
+DEVICE_MATRIX = {
+    'defaults': (
+        {}, [('/device:GPU:0', '')], '/device:CPU:0', None),
+    'cpu_only': (
+        {'clone_on_cpu': True}, [('/device:CPU:0', '')], '/device:CPU:0', None),
+    '2_gpus': (
+        {'num_clones': 2},
+        [('/device:GPU:0', 'clone_0'), ('/device:GPU:1', 'clone_1')], '/device:CPU:0', None),
+    '1_ps': (
+        {'num_ps_tasks': 1}, [(W0 + '/device:GPU:0', '')], W0 + '/device:CPU:0',
+        ['/job:ps/task:0/device:CPU:0']),
+    '2_gpus_1_ps': (
+        {'num_clones': 2, 'num_ps_tasks': 1},
+        [(W0 + '/device:GPU:0', 'clone_0'), (W0 + '/device:GPU:1', 'clone_1')],
+        W0 + '/device:CPU:0', ['/job:ps/task:0/device:CPU:0']),
+    '2_replicas_2_ps': (
+        {'num_replicas': 2, 'num_ps_tasks': 2}, [(W0 + '/device:GPU:0', '')],
+        W0 + '/device:CPU:0', ['/job:ps/task:0/device:CPU:0', '/job:ps/task:1/device:CPU:0']),
+    'replicas_clones_ps': (
+        {'num_clones': 2, 'num_replicas': 3, 'replica_id': 2, 'num_ps_tasks': 2},
+        [('/job:worker/task:2/device:GPU:0', 'clone_0'),
+         ('/job:worker/task:2/device:GPU:1', 'clone_1')],
+        '/job:worker/task:2/device:CPU:0',
+        ['/job:ps/task:0/device:CPU:0', '/job:ps/task:1/device:CPU:0']),
+    'replica_id_1': (
+        {'num_replicas': 2, 'replica_id': 1, 'num_ps_tasks': 1},
+        [(W1 + '/device:GPU:0', '')], W1 + '/device:CPU:0', ['/job:ps/task:0/device:CPU:0']),
+    'replica_id_1_on_cpu': (
+        {'num_clones': 2, 'clone_on_cpu': True, 'num_replicas': 2, 'replica_id': 1,
+         'num_ps_tasks': 1},
+        [(W1 + '/device:CPU:0', 'clone_0'), (W1 + '/device:CPU:0', 'clone_1')],
+        W1 + '/device:CPU:0', ['/job:ps/task:0/device:CPU:0']),
+    'custom_job_names': (
+        {'num_ps_tasks': 2, 'worker_job_name': 'trainer', 'ps_job_name': 'params'},
+        [('/job:trainer/task:0/device:GPU:0', '')], '/job:trainer/task:0/device:CPU:0',
+        ['/job:params/task:0/device:CPU:0', '/job:params/task:1/device:CPU:0']),
+    'clone_devices': (
+        {'num_clones': 2, 'clone_devices': ['/device:CPU:0', '/device:CPU:1']},
+        [('/device:CPU:0', 'clone_0'), ('/device:CPU:1', 'clone_1')], '/device:CPU:0', None),
+    'clone_devices_with_ps': (
+        {'num_clones': 2, 'clone_devices': ['/device:CPU:0', '/device:GPU:3'],
+         'num_ps_tasks': 1},
+        [(W0 + '/device:CPU:0', 'clone_0'), (W0 + '/device:GPU:3', 'clone_1')],
+        W0 + '/device:CPU:0', ['/job:ps/task:0/device:CPU:0']),
+}
+
+
+def _variable_devices(device_fn, count, use_resource):
+    """Devices that `device_fn` gives `count` new variables, in creation order."""
+    with tf.Graph().as_default():
+        with tf.device(device_fn):
+            return [tf.get_variable(f'v{i}', [], use_resource=use_resource).op.device
+                    for i in range(count)]
+
+
+@pytest.mark.parametrize('name', DEVICE_MATRIX)
+def test_device_matrix(name):
+    kwargs, clones, worker_cpu, ps_devices = DEVICE_MATRIX[name]
+    config = DeploymentConfig(**kwargs)
+    assert [(config.clone_device(i), config.clone_scope(i))
+            for i in range(config.num_clones)] == clones
+    assert config.optimizer_device() == worker_cpu
+    assert config.inputs_device() == worker_cpu
+    if ps_devices is None:
+        assert config.variables_device() == '/device:CPU:0'
+        assert config.caching_device() is None
+    else:
+        expected = [ps_devices[i % len(ps_devices)] for i in range(5)]
+        for use_resource in (False, True):
+            assert _variable_devices(config.variables_device(), 5, use_resource) == expected
+        assert config.caching_device()(tf.Graph().create_op('NoOp', [], [])) == ''
+
+
+def test_variables_device_leaves_other_ops_alone():
+    config = DeploymentConfig(num_ps_tasks=2)
+    with tf.Graph().as_default():
+        with tf.device('/job:worker/task:0/device:GPU:0'), tf.device(config.variables_device()):
+            var = tf.get_variable('v', [2])
+            product = tf.multiply(tf.constant([1.0, 2.0]), 3.0)
+            with tf.device('/job:ps/task:1/device:CPU:0'):
+                pinned = tf.get_variable('pinned', [2])
+    assert var.op.device == '/job:ps/task:0/device:CPU:0'
+    assert product.op.device == '/job:worker/task:0/device:GPU:0'
+    assert pinned.op.device == '/job:ps/task:1/device:CPU:0'
+
+
+def test_caching_device_reads_on_the_reading_ops_device():
+    config = DeploymentConfig(num_ps_tasks=1)
+    with tf.Graph().as_default():
+        with tf.device('/job:worker/task:0/device:GPU:1'):
+            op = tf.no_op()
+    assert config.caching_device()(op) == '/job:worker/task:0/device:GPU:1'
+
+
+def test_properties_are_read_only():
+    config = DeploymentConfig(num_clones=3, clone_on_cpu=True, num_replicas=2, replica_id=1,
+                              num_ps_tasks=4, worker_job_name='w', ps_job_name='p',
+                              clone_devices=['/device:CPU:0'] * 3)
+    assert (config.num_clones, config.clone_on_cpu, config.num_replicas, config.replica_id,
+            config.num_ps_tasks, config.worker_job_name, config.ps_job_name,
+            config.clone_devices) == (3, True, 2, 1, 4, 'w', 'p', ('/device:CPU:0',) * 3)
+    with pytest.raises(AttributeError):
+        config.num_clones = 1
+    assert 'num_clones=3' in repr(config) and "ps_job_name='p'" in repr(config)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'num_clones': 0}, r'num_clones must be an integer >= 1, got 0'),
+    ({'num_clones': -2}, r'num_clones must be an integer >= 1, got -2'),
+    ({'num_clones': 1.5}, r'num_clones must be an integer >= 1, got 1\.5'),
+    ({'num_replicas': 0}, r'num_replicas must be an integer >= 1, got 0'),
+    ({'replica_id': -1}, r'replica_id must be an integer >= 0, got -1'),
+    ({'num_ps_tasks': -1}, r'num_ps_tasks must be an integer >= 0, got -1'),
+    ({'num_replicas': 2, 'replica_id': 2, 'num_ps_tasks': 1},
+     r'replica_id must be less than num_replicas=2, got 2'),
+    ({'replica_id': 1}, r'replica_id must be less than num_replicas=1, got 1'),
+    ({'num_replicas': 2}, r'num_replicas=2 needs num_ps_tasks > 0.*got num_ps_tasks=0'),
+    ({'num_ps_tasks': 1, 'worker_job_name': ''}, r"worker_job_name must be a non-empty .*got ''"),
+    ({'num_ps_tasks': 1, 'ps_job_name': ''}, r"ps_job_name must be a non-empty .*got ''"),
+    ({'num_replicas': 2, 'num_ps_tasks': 1, 'ps_job_name': None},
+     r'ps_job_name must be a non-empty .*got None'),
+    ({'num_clones': 2, 'clone_devices': ['/device:CPU:0']},
+     r"clone_devices must list one device per clone \(num_clones=2\), got \['/device:CPU:0'\]"),
+])
+def test_invalid_config_raises(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DeploymentConfig(**kwargs)
+
+
+def test_empty_job_names_are_fine_without_cluster():
+    assert DeploymentConfig(worker_job_name='', ps_job_name='').clone_device(0) == '/device:GPU:0'
+
+
+@pytest.mark.parametrize('method', ['clone_device', 'clone_scope'])
+@pytest.mark.parametrize('index', [2, -1, '0'])
+def test_clone_index_out_of_range(method, index):
+    config = DeploymentConfig(num_clones=2)
+    with pytest.raises(ValueError, match=rf'clone_index must be in \[0, num_clones=2\), got {index!r}'):
+        getattr(config, method)(index)
+
+
+def test_placement_plan_names_every_device():
+    plan = placement_plan(DeploymentConfig(num_clones=2, num_replicas=2, replica_id=1,
+                                           num_ps_tasks=2)).splitlines()
+    assert plan == [
+        'variables  round-robin over /job:ps/task:0/device:CPU:0, /job:ps/task:1/device:CPU:0',
+        'inputs     /job:worker/task:1/device:CPU:0',
+        'optimizer  /job:worker/task:1/device:CPU:0',
+        'clone 0    /job:worker/task:1/device:GPU:0  (scope clone_0/)',
+        'clone 1    /job:worker/task:1/device:GPU:1  (scope clone_1/)',
+    ]
+    assert placement_plan(DeploymentConfig(clone_on_cpu=True)).splitlines() == [
+        'variables  /device:CPU:0',
+        'inputs     /device:CPU:0',
+        'optimizer  /device:CPU:0',
+        'clone 0    /device:CPU:0',
+    ]
