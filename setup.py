@@ -7,6 +7,10 @@ setup(
     description='Data-parallel training of TF-Slim image classifiers on TensorFlow 2.16+',
     python_requires='>=3.10',
     packages=find_packages(include=['deployment', 'nets', 'datasets', 'preprocessing']),
+    py_modules=['train_image_classifier', 'eval_image_classifier', 'export_inference_graph'],
+    entry_points={'console_scripts': [
+        f'{script} = {script}:run' for script in
+        ('train_image_classifier', 'eval_image_classifier', 'export_inference_graph')]},
     install_requires=[
         # Tested on TensorFlow 2.21. tf-keras pins the TensorFlow minor version it was
         # built for, so pip picks a matching pair; slim.batch_norm needs its legacy layers.
@@ -14,6 +18,7 @@ setup(
         'tf-keras>=2.16',
         'tf-slim>=1.1',
         'numpy',
+        'scikit-learn',  # Only for the embedded digits dataset (load_digits, no download).
     ],
     extras_require={
         'test': ['pytest'],

@@ -359,13 +359,16 @@ def _add_gradients_summaries(grads_and_vars):
 
 
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
-           summarize_gradients=False):
+           summarize_gradients=False, var_list=None):
     """Builds the clones and, with an optimizer, the training step; returns DeployedModel.
 
     train_op runs the summed-gradient update (creating the global step on the variables
     device) and the first clone's UPDATE_OPS, and returns total_loss. Without an optimizer
     only the losses are gathered, for evaluation. summary_op merges the summaries that
     existed before the call with the first clone's and the loss summaries.
+
+    var_list: the variables to train: None for all trainable ones, a list, or a function
+    returning the list, called once the clones have created the variables.
     """
     _require_graph_mode('deploy')
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
@@ -378,7 +381,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         if optimizer:
             with tf.device(config.variables_device()):
                 global_step = tf.train.get_or_create_global_step()
-            total_loss, clones_gradients = optimize_clones(clones, optimizer)
+            if callable(var_list):
+                var_list = var_list()
+            total_loss, clones_gradients = optimize_clones(clones, optimizer, var_list=var_list)
             if summarize_gradients:
                 summaries.update(_add_gradients_summaries(clones_gradients))
             grad_updates = optimizer.apply_gradients(clones_gradients, global_step=global_step)

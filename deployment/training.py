@@ -1,0 +1,139 @@
+"""The training loop: tf.compat.v1.train.MonitoredTrainingSession with slim's behaviour.
+
+Checkpoints and summaries go to train_dir (chief only); a restarted run resumes from the
+latest checkpoint there; the loop stops at max_number_of_steps or on a non-finite loss.
+"""
+import json
+import math
+import os
+import tempfile
+import time
+
+import tensorflow.compat.v1 as tf
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or Inf; training stopped before checkpointing that step."""
+
+
+def session_config(num_cpu_devices=None, log_device_placement=False):
+    """A ConfigProto with soft placement (ops without a kernel on the requested device,
+    e.g. no GPU kernel, fall back to the CPU) and `num_cpu_devices` CPU devices (None:
+    TensorFlow's default of one)."""
+    config = tf.ConfigProto(allow_soft_placement=True,
+                            log_device_placement=log_device_placement)
+    if num_cpu_devices:
+        config.device_count['CPU'] = num_cpu_devices
+    return config
+
+
+def check_writable_dir(path, flag):
+    """Creates directory `path` if needed; raises ValueError naming `flag` if it cannot be
+    written."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise ValueError(f'{flag} {path!r} is not a writable directory: '
+                         f'{e.strerror or e}') from None
+
+
+def write_json_atomically(path, data):
+    """Writes `data` as indented JSON to `path` through a temporary file and a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile('w', dir=directory, delete=False, suffix='.tmp') as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.write('\n')
+    os.replace(f.name, path)
+
+
+class MonitorHook(tf.train.SessionRunHook):
+    """Checks the loss every step and logs progress every `every_n_steps` local steps.
+
+    Logs global step, loss, learning rate, global examples/sec and sec/step; writes the
+    throughput to `summary_dir` (None: no summaries). Raises NonFiniteLossError when the
+    loss is NaN or Inf; it must run before the checkpoint hook so that step is never saved.
+
+    examples_per_step: examples one global step stands for (batch_size x num_clones, x
+    replicas_to_aggregate when sync), so examples/sec counts every worker's work.
+    """
+
+    def __init__(self, loss, learning_rate, examples_per_step, every_n_steps, summary_dir=None):
+        self._fetches = {'loss': loss, 'learning_rate': learning_rate,
+                         'global_step': tf.train.get_global_step()}
+        self._examples_per_step = examples_per_step
+        self._every_n_steps = every_n_steps
+        self._summary_dir = summary_dir
+
+    def begin(self):
+        self.global_step = None  # The last global step seen, None before the first run.
+        self._local_steps = 0
+        self._last_time = None
+        self._last_global_step = None
+
+    def before_run(self, run_context):
+        return tf.train.SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context, run_values):
+        values = run_values.results
+        step, loss = values['global_step'], values['loss']
+        self.global_step = step
+        if not math.isfinite(loss):
+            raise NonFiniteLossError(
+                f'loss is {loss} at global step {step}: training stopped; the checkpoints '
+                'already in train_dir are kept (try a lower --learning_rate)')
+        self._local_steps += 1
+        now = time.time()
+        if self._last_time is None:  # The first step includes start-up: measure from it.
+            self._last_time, self._last_global_step, self._last_local_steps = now, step, 1
+            return
+        if self._local_steps % self._every_n_steps:
+            return
+        elapsed = now - self._last_time
+        examples_per_sec = (step - self._last_global_step) * self._examples_per_step / elapsed
+        sec_per_step = elapsed / (self._local_steps - self._last_local_steps)
+        tf.logging.info('step %d: loss = %.4f, learning rate = %.6g, %.1f examples/sec, '
+                        '%.3f sec/step', step, loss, values['learning_rate'],
+                        examples_per_sec, sec_per_step)
+        if self._summary_dir:
+            summary = tf.Summary(value=[
+                tf.Summary.Value(tag='throughput/examples_per_sec', simple_value=examples_per_sec),
+                tf.Summary.Value(tag='throughput/sec_per_step', simple_value=sec_per_step)])
+            tf.summary.FileWriterCache.get(self._summary_dir).add_summary(summary, step)
+        self._last_time, self._last_global_step = now, step
+        self._last_local_steps = self._local_steps
+
+
+def train(train_tensor, train_dir, monitor, max_number_of_steps=None, master='', is_chief=True,
+          scaffold=None, hooks=(), chief_only_hooks=(), save_summaries_secs=600,
+          save_interval_secs=600, config=None):
+    """Runs `train_tensor` until global step `max_number_of_steps` (None: forever).
+
+    monitor: the MonitorHook, run before every other hook. scaffold: a tf.train.Scaffold
+    (summary op, fine-tuning init_fn), None for the default. Returns the last global step
+    run, or None if no step ran (e.g. the checkpoint was already at max_number_of_steps).
+    """
+    all_hooks = [monitor, *hooks]
+    if max_number_of_steps:
+        all_hooks.append(tf.train.StopAtStepHook(last_step=max_number_of_steps))
+    with tf.train.MonitoredTrainingSession(
+            master=master, is_chief=is_chief, checkpoint_dir=train_dir, scaffold=scaffold,
+            hooks=all_hooks, chief_only_hooks=list(chief_only_hooks),
+            save_checkpoint_secs=save_interval_secs, save_summaries_secs=save_summaries_secs,
+            log_step_count_steps=0, config=config) as sess:
+        while not sess.should_stop():
+            sess.run(train_tensor)
+    return monitor.global_step
+
+
+def clone_devices(num_clones, clone_on_cpu):
+    """Devices for the clones and the CPU device count the session needs.
+
+    With GPUs (or clone_on_cpu, slim's all-on-CPU:0 mode) returns (None, None): slim's
+    default devices. On a machine without GPUs, clone i runs on its own CPU:i device so the
+    clones run in parallel: returns (['/device:CPU:0', ...], num_clones).
+    """
+    if clone_on_cpu or tf.config.list_physical_devices('GPU'):
+        return None, None
+    return [f'/device:CPU:{i}' for i in range(num_clones)], num_clones

@@ -1,0 +1,235 @@
+"""Trains an image classifier as N data-parallel clones (TF-Slim's flags and semantics).
+
+    python train_image_classifier.py            # lenet on the embedded digits, 2 clones
+    python train_image_classifier.py --dataset_name=cifar10 --dataset_dir=DIR \
+        --model_name=cifarnet --num_clones=4 --train_dir=/tmp/cifarnet
+
+batch_size is per clone: one global step consumes batch_size x num_clones examples
+(x replicas_to_aggregate with --sync_replicas). Restarting the same command resumes from
+the latest checkpoint in train_dir; --checkpoint_path only seeds a train_dir that has none.
+"""
+import dataclasses
+import os
+
+from absl import app, flags
+
+import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
+import tensorflow.compat.v1 as tf
+import tf_slim as slim
+
+from datasets import dataset_factory, pipeline
+from deployment import checkpoints, cli, model_deploy, optimization, training
+from nets import nets_factory
+from preprocessing import preprocessing_factory
+
+FLAGS = flags.FLAGS
+_FOREIGN_FLAGS = frozenset(FLAGS)  # absl's and TensorFlow's, left out of run_config.json.
+
+# Where and how the clones run.
+flags.DEFINE_string('master', '', 'Address of the TensorFlow master; empty for in-process.')
+flags.DEFINE_string('train_dir', '/tmp/tfmodel/', 'Directory for checkpoints and event files.')
+flags.DEFINE_integer('num_clones', 2, 'Model clones per worker (one per GPU; without GPUs '
+                     'each clone gets its own CPU device).')
+flags.DEFINE_boolean('clone_on_cpu', False, 'Put every clone on CPU:0 (slim\'s CPU mode).')
+flags.DEFINE_integer('worker_replicas', 1, 'Number of worker replicas.')
+flags.DEFINE_integer('num_ps_tasks', 0, 'Parameter-server tasks; 0 keeps variables local.')
+flags.DEFINE_integer('task', 0, 'Task id of this replica; task 0 is the chief.')
+flags.DEFINE_integer('num_readers', 4, 'TFRecord files read in parallel.')
+flags.DEFINE_integer('num_preprocessing_threads', 4, 'Examples decoded and preprocessed in '
+                     'parallel.')
+flags.DEFINE_integer('log_every_n_steps', 10, 'Steps between progress log lines.')
+flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between summary writes.')
+flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
+flags.DEFINE_boolean('log_device_placement', False, 'Log the device each op runs on.')
+
+# Optimization.
+flags.DEFINE_float('weight_decay', 0.00004, 'L2 weight decay of the model.')
+flags.DEFINE_enum('optimizer', 'rmsprop', sorted(optimization.OPTIMIZERS), 'Optimizer.')
+for _field in dataclasses.fields(optimization.OptimizerParams):
+    flags.DEFINE_float(_field.name, _field.default, f'Optimizer hyper-parameter {_field.name}.')
+flags.DEFINE_enum('learning_rate_decay_type', 'exponential',
+                  list(optimization.LEARNING_RATE_DECAY_TYPES), 'Learning-rate schedule.')
+flags.DEFINE_float('learning_rate', 0.01, 'Initial learning rate.')
+flags.DEFINE_float('end_learning_rate', 0.0001, 'Final rate of the polynomial schedule.')
+flags.DEFINE_float('label_smoothing', 0.0, 'Label smoothing amount.')
+flags.DEFINE_float('learning_rate_decay_factor', 0.94, 'Exponential decay factor.')
+flags.DEFINE_float('num_epochs_per_decay', 2.0, 'Epochs between decays (an epoch is '
+                   'num_samples examples whatever the clones and replicas).')
+flags.DEFINE_boolean('sync_replicas', False, 'Aggregate the replicas\' gradients synchronously.')
+flags.DEFINE_integer('replicas_to_aggregate', 1, 'Gradients aggregated per sync update.')
+flags.DEFINE_float('moving_average_decay', None, 'Decay of an exponential moving average of '
+                   'the model variables; None for none.')
+
+# Data and model.
+flags.DEFINE_string('dataset_name', 'digits', 'Dataset to train on.')
+flags.DEFINE_string('dataset_split_name', 'train', 'Split to train on.')
+flags.DEFINE_string('dataset_dir', None, 'Directory of the converted dataset (the embedded '
+                    'digits dataset converts itself there, by default into a cache dir).')
+flags.DEFINE_integer('labels_offset', 0, 'Subtracted from every label (1 to train a '
+                     '1000-class model on 1001-class ImageNet records).')
+flags.DEFINE_string('model_name', 'lenet', 'Network to train.')
+flags.DEFINE_string('preprocessing_name', None, 'Preprocessing; None means model_name\'s.')
+flags.DEFINE_integer('batch_size', 32, 'Examples per clone per step.')
+flags.DEFINE_integer('train_image_size', None, 'Image size; None means the network\'s default.')
+flags.DEFINE_integer('max_number_of_steps', 1000, 'Global step to stop at; 0 trains forever.')
+flags.DEFINE_boolean('use_grayscale', False, 'Convert images to grayscale.')
+
+# Fine-tuning.
+flags.DEFINE_string('checkpoint_path', None, 'Checkpoint (file or directory) to fine-tune '
+                    'from, used only when train_dir holds no checkpoint yet.')
+flags.DEFINE_string('checkpoint_exclude_scopes', None, 'Comma-separated scopes not restored '
+                    'from checkpoint_path (whole scopes: \'Logits\' excludes Logits/...).')
+flags.DEFINE_string('trainable_scopes', None, 'Comma-separated scopes to train; None: all.')
+flags.DEFINE_boolean('ignore_missing_vars', False, 'Skip variables missing from the '
+                     'checkpoint or of another shape instead of failing.')
+
+AUX_LOGITS_WEIGHT = 0.4
+
+
+def check_flags(f):
+    """Raises ValueError naming the first inconsistent flag."""
+    optimization.check_names(f.optimizer, f.learning_rate_decay_type)
+    for name in ('num_clones', 'batch_size', 'worker_replicas', 'log_every_n_steps',
+                 'num_readers', 'num_preprocessing_threads', 'replicas_to_aggregate'):
+        if getattr(f, name) < 1:
+            raise ValueError(f'--{name} must be >= 1, got {getattr(f, name)}')
+    if f.sync_replicas and f.worker_replicas < 2:
+        raise ValueError(f'--sync_replicas needs --worker_replicas > 1, got {f.worker_replicas}')
+    if f.sync_replicas and f.replicas_to_aggregate > f.worker_replicas:
+        raise ValueError(f'--replicas_to_aggregate={f.replicas_to_aggregate} exceeds '
+                         f'--worker_replicas={f.worker_replicas}')
+    if not 0 <= f.task < f.worker_replicas:
+        raise ValueError(f'--task must be in [0, worker_replicas={f.worker_replicas}), '
+                         f'got {f.task}')
+
+
+def classification_model_fn(network_fn, iterator, inputs_device, num_classes, label_smoothing):
+    """model_fn for deploy(): takes the next batch, adds the (aux) cross-entropy losses and
+    slim's activation summaries, returns the end points."""
+    def model_fn():
+        with tf.device(inputs_device):
+            images, labels = iterator.get_next()
+        logits, end_points = network_fn(images)
+        onehot_labels = tf.one_hot(labels, num_classes)
+        if 'AuxLogits' in end_points:
+            tf.losses.softmax_cross_entropy(onehot_labels, end_points['AuxLogits'],
+                                            label_smoothing=label_smoothing,
+                                            weights=AUX_LOGITS_WEIGHT, scope='aux_loss')
+        tf.losses.softmax_cross_entropy(onehot_labels, logits, label_smoothing=label_smoothing)
+        for name, tensor in end_points.items():
+            tf.summary.histogram(f'activations/{name}', tensor)
+            tf.summary.scalar(f'sparsity/{name}', tf.nn.zero_fraction(tensor))
+        return end_points
+    return model_fn
+
+
+def build_and_train(f):
+    """Builds the training graph from flags `f` and trains; ValueError on bad flags."""
+    check_flags(f)
+    split = dataset_factory.get_dataset(f.dataset_name, f.dataset_split_name, f.dataset_dir)
+    num_classes = split.num_classes - f.labels_offset
+    network_fn = nets_factory.get_network_fn(f.model_name, num_classes, f.weight_decay,
+                                             is_training=True)
+    preprocessing_fn = preprocessing_factory.get_preprocessing(
+        f.preprocessing_name or f.model_name, is_training=True, use_grayscale=f.use_grayscale)
+    image_size = f.train_image_size or network_fn.default_image_size
+    exclude_scopes = checkpoints.parse_scopes(f.checkpoint_exclude_scopes)
+    trainable_scopes = checkpoints.parse_scopes(f.trainable_scopes)
+    training.check_writable_dir(f.train_dir, '--train_dir')
+
+    devices, num_cpu_devices = training.clone_devices(f.num_clones, f.clone_on_cpu)
+    config = model_deploy.DeploymentConfig(
+        num_clones=f.num_clones, clone_on_cpu=f.clone_on_cpu, replica_id=f.task,
+        num_replicas=f.worker_replicas, num_ps_tasks=f.num_ps_tasks, clone_devices=devices)
+    tf.logging.info('Placement:\n%s', model_deploy.placement_plan(config))
+    examples_per_step = f.batch_size * f.num_clones * (
+        f.replicas_to_aggregate if f.sync_replicas else 1)
+    is_chief = f.task == 0
+
+    with tf.Graph().as_default():
+        with tf.device(config.variables_device()):
+            global_step = tf.train.create_global_step()
+        with tf.device(config.inputs_device()):
+            batches = pipeline.training_batches(
+                split, preprocessing_fn, image_size, f.batch_size, f.num_readers,
+                f.num_preprocessing_threads, f.labels_offset, f.task, f.worker_replicas)
+            iterator = tf.data.make_one_shot_iterator(batches)
+        with tf.device(config.optimizer_device()):
+            learning_rate = optimization.learning_rate(
+                f.learning_rate_decay_type, f.learning_rate, global_step,
+                optimization.decay_steps(split.num_samples, f.num_epochs_per_decay,
+                                         examples_per_step),
+                f.learning_rate_decay_factor, f.end_learning_rate)
+            optimizer = optimization.optimizer(f.optimizer, learning_rate, optimization.OptimizerParams(
+                **{field.name: getattr(f, field.name)
+                   for field in dataclasses.fields(optimization.OptimizerParams)}))
+            if f.sync_replicas:
+                optimizer = tf.train.SyncReplicasOptimizer(
+                    optimizer, replicas_to_aggregate=f.replicas_to_aggregate,
+                    total_num_replicas=f.worker_replicas)
+
+        def var_list():
+            variables = checkpoints.variables_to_train(trainable_scopes)
+            if not variables:
+                raise ValueError(f'--trainable_scopes={f.trainable_scopes!r} matches no '
+                                 'trainable variable')
+            return variables
+
+        model = model_deploy.deploy(
+            config, classification_model_fn(network_fn, iterator, config.inputs_device(),
+                                            num_classes, f.label_smoothing),
+            optimizer=optimizer, var_list=var_list)
+        train_tensor = model.train_op
+        with tf.device(config.optimizer_device()):
+            summaries = [model.summary_op, tf.summary.scalar('learning_rate', learning_rate)]
+            summaries += [tf.summary.histogram(v.op.name, v) for v in slim.get_model_variables()]
+            if f.moving_average_decay:
+                averages = tf.train.ExponentialMovingAverage(f.moving_average_decay, global_step)
+                with tf.control_dependencies([model.train_op]):
+                    average_update = averages.apply(slim.get_model_variables())
+                with tf.control_dependencies([average_update]):
+                    train_tensor = tf.identity(model.train_op, name='train_op_with_averages')
+            summary_op = tf.summary.merge(summaries)
+
+        init_fn = None
+        if f.checkpoint_path and checkpoints.has_checkpoint(f.train_dir):
+            tf.logging.info('Ignoring --checkpoint_path: resuming from %s',
+                            tf.train.latest_checkpoint(f.train_dir))
+        elif f.checkpoint_path:
+            init_fn = checkpoints.fine_tune_init_fn(f.checkpoint_path, exclude_scopes,
+                                                    f.ignore_missing_vars)
+        hooks = ([optimizer.make_session_run_hook(is_chief)] if f.sync_replicas else [])
+        monitor = training.MonitorHook(model.total_loss, learning_rate, examples_per_step,
+                                       f.log_every_n_steps, f.train_dir if is_chief else None)
+        training.write_json_atomically(os.path.join(f.train_dir, 'run_config.json'), {
+            'flags': {name: FLAGS[name].value for name in FLAGS if name not in _FOREIGN_FLAGS},
+            'placement': model_deploy.placement_plan(config).splitlines(),
+            'examples_per_step': examples_per_step, 'num_classes': num_classes,
+            'image_size': image_size, 'num_samples': split.num_samples})
+
+        last_step = training.train(
+            train_tensor, f.train_dir, monitor, f.max_number_of_steps or None,
+            master=f.master, is_chief=is_chief,
+            scaffold=tf.train.Scaffold(summary_op=summary_op, init_fn=init_fn), hooks=hooks,
+            save_summaries_secs=f.save_summaries_secs, save_interval_secs=f.save_interval_secs,
+            config=training.session_config(num_cpu_devices, f.log_device_placement))
+    tf.logging.info('Finished training at global step %s; checkpoints in %s',
+                    last_step, f.train_dir)
+
+
+def main(argv):
+    del argv
+    tf.logging.set_verbosity(tf.logging.INFO)
+    try:
+        build_and_train(FLAGS)
+    except (ValueError, training.NonFiniteLossError) as e:
+        cli.fail(e)
+
+
+def run():
+    """Console-script entry point."""
+    app.run(main)
+
+
+if __name__ == '__main__':
+    run()
