@@ -17,7 +17,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from datasets import dataset_factory, pipeline
-from deployment import checkpoints, cli, model_deploy, training
+from deployment import checkpoints, cli, fileio, model_deploy, training
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 
@@ -69,7 +69,7 @@ def evaluate(f):
     preprocessing_fn = preprocessing_factory.get_preprocessing(
         f.preprocessing_name or f.model_name, is_training=False, use_grayscale=f.use_grayscale)
     image_size = f.eval_image_size or network_fn.default_image_size
-    training.check_writable_dir(f.eval_dir, '--eval_dir')
+    fileio.check_writable_dir(f.eval_dir, '--eval_dir')
     devices, num_cpu_devices = training.clone_devices(f.num_clones, f.clone_on_cpu)
     config = model_deploy.DeploymentConfig(num_clones=f.num_clones, clone_on_cpu=f.clone_on_cpu,
                                            clone_devices=devices)
@@ -110,21 +110,23 @@ def evaluate(f):
                 step += 1
             trained_steps = int(sess.run(global_step))
 
-    correct, in_top_k, num_examples = totals
-    metrics = {'accuracy': correct / max(num_examples, 1), 'recall_5': in_top_k / max(num_examples, 1),
-               'num_examples': int(round(num_examples)), 'global_step': trained_steps}
-    training.write_json_atomically(os.path.join(f.eval_dir, 'metrics.json'), metrics)
-    writer = tf.summary.FileWriterCache.get(f.eval_dir)
-    writer.add_summary(tf.Summary(value=[
-        tf.Summary.Value(tag='eval/Accuracy', simple_value=metrics['accuracy']),
-        tf.Summary.Value(tag='eval/Recall_5', simple_value=metrics['recall_5'])]), trained_steps)
-    writer.flush()
+        correct, in_top_k, num_examples = totals
+        metrics = {'accuracy': correct / max(num_examples, 1),
+                   'recall_5': in_top_k / max(num_examples, 1),
+                   'num_examples': int(round(num_examples)), 'global_step': trained_steps}
+        writer = tf.summary.FileWriterCache.get(f.eval_dir)
+        writer.add_summary(tf.Summary(value=[
+            tf.Summary.Value(tag='eval/Accuracy', simple_value=metrics['accuracy']),
+            tf.Summary.Value(tag='eval/Recall_5', simple_value=metrics['recall_5'])]),
+            trained_steps)
+        writer.flush()
+    fileio.write_json_atomically(os.path.join(f.eval_dir, 'metrics.json'), metrics)
     return metrics
 
 
 def main(argv):
     del argv
-    tf.logging.set_verbosity(tf.logging.INFO)
+    cli.setup_logging()
     try:
         metrics = evaluate(FLAGS)
     except ValueError as e:

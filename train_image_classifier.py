@@ -18,7 +18,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from datasets import dataset_factory, pipeline
-from deployment import checkpoints, cli, model_deploy, optimization, training
+from deployment import checkpoints, cli, fileio, model_deploy, optimization, training
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 
@@ -135,7 +135,7 @@ def build_and_train(f):
     image_size = f.train_image_size or network_fn.default_image_size
     exclude_scopes = checkpoints.parse_scopes(f.checkpoint_exclude_scopes)
     trainable_scopes = checkpoints.parse_scopes(f.trainable_scopes)
-    training.check_writable_dir(f.train_dir, '--train_dir')
+    fileio.check_writable_dir(f.train_dir, '--train_dir')
 
     devices, num_cpu_devices = training.clone_devices(f.num_clones, f.clone_on_cpu)
     config = model_deploy.DeploymentConfig(
@@ -182,7 +182,8 @@ def build_and_train(f):
         train_tensor = model.train_op
         with tf.device(config.optimizer_device()):
             summaries = [model.summary_op, tf.summary.scalar('learning_rate', learning_rate)]
-            summaries += [tf.summary.histogram(v.op.name, v) for v in slim.get_model_variables()]
+            summaries += [tf.summary.histogram(f'variables/{v.op.name}', v)
+                          for v in slim.get_model_variables()]
             if f.moving_average_decay:
                 averages = tf.train.ExponentialMovingAverage(f.moving_average_decay, global_step)
                 with tf.control_dependencies([model.train_op]):
@@ -199,9 +200,9 @@ def build_and_train(f):
             init_fn = checkpoints.fine_tune_init_fn(f.checkpoint_path, exclude_scopes,
                                                     f.ignore_missing_vars)
         hooks = ([optimizer.make_session_run_hook(is_chief)] if f.sync_replicas else [])
-        monitor = training.MonitorHook(model.total_loss, learning_rate, examples_per_step,
+        monitor = training.MonitorHook(train_tensor, learning_rate, examples_per_step,
                                        f.log_every_n_steps, f.train_dir if is_chief else None)
-        training.write_json_atomically(os.path.join(f.train_dir, 'run_config.json'), {
+        fileio.write_json_atomically(os.path.join(f.train_dir, 'run_config.json'), {
             'flags': {name: FLAGS[name].value for name in FLAGS if name not in _FOREIGN_FLAGS},
             'placement': model_deploy.placement_plan(config).splitlines(),
             'examples_per_step': examples_per_step, 'num_classes': num_classes,
@@ -219,7 +220,7 @@ def build_and_train(f):
 
 def main(argv):
     del argv
-    tf.logging.set_verbosity(tf.logging.INFO)
+    cli.setup_logging()
     try:
         build_and_train(FLAGS)
     except (ValueError, training.NonFiniteLossError) as e:

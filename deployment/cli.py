@@ -1,6 +1,14 @@
-"""Entry-script plumbing: user mistakes end in one line on stderr and exit code 2."""
+"""Entry-script plumbing: logging set-up; user mistakes end in one line and exit code 2."""
 import os
 import sys
+
+import tensorflow.compat.v1 as tf
+
+
+def setup_logging():
+    """INFO logging, each line once (TensorFlow's logger would also reach absl's handler)."""
+    tf.logging.set_verbosity(tf.logging.INFO)
+    tf.get_logger().propagate = False
 
 
 def fail(error):

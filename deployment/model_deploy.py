@@ -396,7 +396,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
 
         summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
         if total_loss is not None:
-            summaries.add(tf.summary.scalar('total_loss', total_loss))
+            summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
         summary_op = tf.summary.merge(sorted(summaries, key=lambda t: t.name),
                                       name='summary_op') if summaries else None
     return DeployedModel(train_op, summary_op, total_loss, clones)

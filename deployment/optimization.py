@@ -79,11 +79,11 @@ def learning_rate(decay_type, base_rate, global_step, steps_per_decay, decay_fac
         rate = tf.train.exponential_decay(base_rate, global_step, steps_per_decay,
                                           decay_factor, staircase=True)
     elif decay_type == 'fixed':
-        rate = tf.constant(base_rate)
+        rate = tf.constant(base_rate, tf.float32)
     else:
         rate = tf.train.polynomial_decay(base_rate, global_step, steps_per_decay, end_rate,
                                          power=1.0, cycle=False)
-    return tf.identity(rate, name='learning_rate')
+    return rate
 
 
 def optimizer(name, rate, params=OptimizerParams()):

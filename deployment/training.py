@@ -3,10 +3,7 @@
 Checkpoints and summaries go to train_dir (chief only); a restarted run resumes from the
 latest checkpoint there; the loop stops at max_number_of_steps or on a non-finite loss.
 """
-import json
 import math
-import os
-import tempfile
 import time
 
 import tensorflow.compat.v1 as tf
@@ -27,31 +24,12 @@ def session_config(num_cpu_devices=None, log_device_placement=False):
     return config
 
 
-def check_writable_dir(path, flag):
-    """Creates directory `path` if needed; raises ValueError naming `flag` if it cannot be
-    written."""
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as e:
-        raise ValueError(f'{flag} {path!r} is not a writable directory: '
-                         f'{e.strerror or e}') from None
-
-
-def write_json_atomically(path, data):
-    """Writes `data` as indented JSON to `path` through a temporary file and a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile('w', dir=directory, delete=False, suffix='.tmp') as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write('\n')
-    os.replace(f.name, path)
-
-
 class MonitorHook(tf.train.SessionRunHook):
     """Checks the loss every step and logs progress every `every_n_steps` local steps.
 
-    Logs global step, loss, learning rate, global examples/sec and sec/step; writes the
+    train_tensor: the tensor each step runs; it must return the loss (as deploy()'s
+    train_op does). Logs global step, loss, learning rate, global examples/sec and
+    sec/step; writes the
     throughput to `summary_dir` (None: no summaries). Raises NonFiniteLossError when the
     loss is NaN or Inf; it must run before the checkpoint hook so that step is never saved.
 
@@ -59,14 +37,19 @@ class MonitorHook(tf.train.SessionRunHook):
     replicas_to_aggregate when sync), so examples/sec counts every worker's work.
     """
 
-    def __init__(self, loss, learning_rate, examples_per_step, every_n_steps, summary_dir=None):
-        self._fetches = {'loss': loss, 'learning_rate': learning_rate,
-                         'global_step': tf.train.get_global_step()}
+    def __init__(self, train_tensor, learning_rate, examples_per_step, every_n_steps,
+                 summary_dir=None):
+        self._train_tensor = train_tensor
+        self._learning_rate = learning_rate
         self._examples_per_step = examples_per_step
         self._every_n_steps = every_n_steps
         self._summary_dir = summary_dir
 
     def begin(self):
+        with tf.control_dependencies([self._train_tensor]):  # The step after the update.
+            global_step = tf.identity(tf.train.get_global_step())
+        self._fetches = {'loss': self._train_tensor, 'learning_rate': self._learning_rate,
+                         'global_step': global_step}
         self.global_step = None  # The last global step seen, None before the first run.
         self._local_steps = 0
         self._last_time = None
