@@ -1,0 +1,102 @@
+"""Every network by name, behind one calling convention.
+
+    network_fn = get_network_fn('inception_v3', num_classes=1001, is_training=True)
+    logits, end_points = network_fn(images)   # images: [batch, 299, 299, 3]
+
+`NETWORKS` is the registry: one `Network` record per name, holding the builder, its
+arg_scope and its default input size together. Adding a net is one entry.
+"""
+import dataclasses
+from typing import Callable
+
+import deployment  # noqa: F401  (repairs tf-slim before it is used)
+import tensorflow.compat.v1 as tf
+import tf_slim as slim
+from tf_slim.nets import alexnet, inception, overfeat, resnet_utils, resnet_v1, resnet_v2, vgg
+
+from nets import cifarnet, lenet
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """One registered network.
+
+    builder: (images, num_classes, is_training=..., **kwargs) -> (net, end_points); with
+      num_classes None it builds no logits layer and net is the features before it.
+    arg_scope: (weight_decay=...) -> the arg_scope the builder runs in.
+    default_image_size: side, in pixels, of the square input the net was designed for.
+    logits_optional: False for builders that always build a logits layer (tf_slim 1.1.0's
+      AlexNet, OverFeat, VGG and Inception): they need num_classes > 0.
+    """
+    builder: Callable
+    arg_scope: Callable
+    default_image_size: int
+    logits_optional: bool = True
+
+
+NETWORKS = {
+    'alexnet_v2': Network(alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope, 224,
+                          logits_optional=False),
+    'cifarnet': Network(cifarnet.cifarnet, cifarnet.cifarnet_arg_scope, 32),
+    'inception_v1': Network(inception.inception_v1, inception.inception_v1_arg_scope, 224,
+                            logits_optional=False),
+    'inception_v2': Network(inception.inception_v2, inception.inception_v2_arg_scope, 224,
+                            logits_optional=False),
+    'inception_v3': Network(inception.inception_v3, inception.inception_v3_arg_scope, 299,
+                            logits_optional=False),
+    'lenet': Network(lenet.lenet, lenet.lenet_arg_scope, 28),
+    'overfeat': Network(overfeat.overfeat, overfeat.overfeat_arg_scope, 231,
+                        logits_optional=False),
+    'resnet_v1_50': Network(resnet_v1.resnet_v1_50, resnet_utils.resnet_arg_scope, 224),
+    'resnet_v1_101': Network(resnet_v1.resnet_v1_101, resnet_utils.resnet_arg_scope, 224),
+    'resnet_v1_152': Network(resnet_v1.resnet_v1_152, resnet_utils.resnet_arg_scope, 224),
+    'resnet_v1_200': Network(resnet_v1.resnet_v1_200, resnet_utils.resnet_arg_scope, 224),
+    'resnet_v2_50': Network(resnet_v2.resnet_v2_50, resnet_utils.resnet_arg_scope, 224),
+    'resnet_v2_101': Network(resnet_v2.resnet_v2_101, resnet_utils.resnet_arg_scope, 224),
+    'resnet_v2_152': Network(resnet_v2.resnet_v2_152, resnet_utils.resnet_arg_scope, 224),
+    'resnet_v2_200': Network(resnet_v2.resnet_v2_200, resnet_utils.resnet_arg_scope, 224),
+    'vgg_a': Network(vgg.vgg_a, vgg.vgg_arg_scope, 224, logits_optional=False),
+    'vgg_16': Network(vgg.vgg_16, vgg.vgg_arg_scope, 224, logits_optional=False),
+    'vgg_19': Network(vgg.vgg_19, vgg.vgg_arg_scope, 224, logits_optional=False),
+}
+
+
+def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
+    """Returns network_fn(images, **kwargs) -> (logits, end_points) for the net `name`.
+
+    num_classes: width of the logits layer; 0 or None builds the net without one (only
+      nets whose record has logits_optional) and network_fn returns its features.
+    weight_decay: L2 penalty on the weights, passed to the net's arg_scope (0: none).
+    is_training: whether dropout and batch normalization run in training mode.
+
+    network_fn takes float32 images [batch, height, width, channels], of side
+    network_fn.default_image_size for nets with fully connected heads, and passes kwargs
+    on to the builder. Outputs pooled to 1x1 are squeezed, so logits are
+    [batch, num_classes] and ResNet features [batch, depth]. With a logits layer,
+    end_points holds them as 'Logits' and their softmax as 'Predictions', and
+    inception_v3's auxiliary logits as 'AuxLogits'.
+    Raises ValueError for an unknown name, or no num_classes for a net that needs them.
+    """
+    if name not in NETWORKS:
+        raise ValueError(f'unknown model_name {name!r}; '
+                         f'valid names: {", ".join(sorted(NETWORKS))}')
+    network = NETWORKS[name]
+    if not num_classes and not network.logits_optional:
+        raise ValueError(f'model {name!r} always has a logits layer: num_classes must be a '
+                         f'positive integer, got {num_classes!r}')
+    num_classes = num_classes or None
+
+    def network_fn(images, **kwargs):
+        with slim.arg_scope(network.arg_scope(weight_decay=weight_decay)):
+            net, end_points = network.builder(images, num_classes, is_training=is_training,
+                                              **kwargs)
+        if net.shape.rank == 4 and net.shape[1] == 1 and net.shape[2] == 1:
+            net = tf.squeeze(net, [1, 2], name='SpatialSqueeze')
+        if num_classes:
+            end_points['Logits'] = net
+            if 'Predictions' not in end_points:
+                end_points['Predictions'] = slim.softmax(net, scope='Predictions')
+        return net, end_points
+
+    network_fn.default_image_size = network.default_image_size
+    return network_fn

@@ -1,0 +1,137 @@
+"""preprocessing_factory: every name, training and evaluation, on decoded JPEGs; channel
+handling; each scheme's value range; tf.data's map.
+
+Graphs are built in a private tf.Graph, so eager mode stays on.
+"""
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from nets import nets_factory
+from preprocessing import preprocessing_factory
+
+# Not square and not the input's size, so swapped or skipped resizes show.
+HEIGHT, WIDTH = 40, 48
+# One name per preprocessing module.
+FAMILIES = ['cifarnet', 'inception', 'lenet', 'vgg']
+
+
+def _decoded_jpeg(height=60, width=80, channels=3):
+    """A JPEG of random pixels, encoded and decoded in the current graph: uint8
+    [height, width, channels], with height and width unknown statically."""
+    pixels = np.random.RandomState(0).randint(0, 256, [height, width, channels], np.uint8)
+    return tf.io.decode_jpeg(tf.io.encode_jpeg(pixels), channels=channels)
+
+
+def _preprocess(name, image_fn, is_training, use_grayscale=False, size=(HEIGHT, WIDTH),
+                **kwargs):
+    """Preprocesses image_fn()'s image in a fresh graph; returns (static shape, value)."""
+    with tf.Graph().as_default():
+        preprocessing_fn = preprocessing_factory.get_preprocessing(
+            name, is_training=is_training, use_grayscale=use_grayscale)
+        output = preprocessing_fn(image_fn(), *size, **kwargs)
+        assert output.dtype == tf.float32
+        with tf.Session() as sess:
+            return output.shape.as_list(), sess.run(output)
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+@pytest.mark.parametrize('name', preprocessing_factory.PREPROCESSING)
+def test_every_preprocessing_gives_the_requested_size(name, is_training):
+    static_shape, image = _preprocess(name, _decoded_jpeg, is_training)
+    assert static_shape == [HEIGHT, WIDTH, 3]
+    assert image.shape == (HEIGHT, WIDTH, 3) and image.dtype == np.float32
+    assert np.isfinite(image).all()
+
+
+def test_every_network_has_a_preprocessing():
+    assert set(nets_factory.NETWORKS) <= set(preprocessing_factory.PREPROCESSING)
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+@pytest.mark.parametrize('name', FAMILIES)
+def test_grayscale_option_gives_one_channel(name, is_training):
+    static_shape, image = _preprocess(name, _decoded_jpeg, is_training, use_grayscale=True)
+    assert static_shape == [HEIGHT, WIDTH, 1] and image.shape == (HEIGHT, WIDTH, 1)
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+@pytest.mark.parametrize('name', FAMILIES)
+def test_single_channel_input_keeps_one_channel(name, is_training):
+    static_shape, image = _preprocess(name, lambda: _decoded_jpeg(channels=1), is_training)
+    assert static_shape == [HEIGHT, WIDTH, 1] and image.shape == (HEIGHT, WIDTH, 1)
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+def test_lenet_resizes_small_digits_to_28x28_in_minus_one_to_one(is_training):
+    def digit():
+        return tf.constant(np.arange(64, dtype=np.uint8).reshape([8, 8, 1]) * 4)
+
+    _, image = _preprocess('lenet', digit, is_training, size=(28, 28))
+    assert image.shape == (28, 28, 1)
+    assert image.min() >= -1.0 and image.max() <= 1.0
+    assert image.max() - image.min() > 1.5  # The digit's contrast survives.
+
+
+def test_lenet_leaves_a_28x28_image_unresized():
+    pixels = np.random.RandomState(1).randint(0, 256, [28, 28, 1], np.uint8)
+    _, image = _preprocess('lenet', lambda: tf.constant(pixels), False, size=(28, 28))
+    np.testing.assert_allclose(image, (pixels - 128.0) / 128.0, atol=1e-5)
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+def test_inception_scales_to_minus_one_to_one(is_training):
+    _, image = _preprocess('inception', _decoded_jpeg, is_training)
+    assert image.min() >= -1.0 and image.max() <= 1.0
+
+
+def test_inception_training_crop_accepts_a_bounding_box():
+    bbox = np.array([[[0.1, 0.2, 0.6, 0.9]]], np.float32)  # [1, boxes, (ymin, xmin, ymax, xmax)]
+    static_shape, _ = _preprocess('inception', _decoded_jpeg, True, bbox=bbox)
+    assert static_shape == [HEIGHT, WIDTH, 3]
+
+
+def test_vgg_evaluation_subtracts_the_imagenet_mean():
+    def gray_128():
+        return tf.fill([300, 200, 3], tf.constant(128, tf.uint8))
+
+    _, image = _preprocess('vgg', gray_128, False)
+    np.testing.assert_allclose(image, np.broadcast_to(
+        128.0 - np.array([123.68, 116.78, 103.94]), image.shape), atol=1e-3)
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+def test_vgg_crops_outputs_larger_than_its_resize_side(is_training):
+    static_shape, image = _preprocess('vgg', _decoded_jpeg, is_training, size=(300, 320))
+    assert static_shape == [300, 320, 3] and image.shape == (300, 320, 3)
+
+
+def test_cifarnet_evaluation_standardizes_each_image():
+    _, image = _preprocess('cifarnet', _decoded_jpeg, False)
+    assert abs(image.mean()) < 1e-4 and image.std() == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize('name', FAMILIES)
+def test_training_preprocessing_runs_inside_tf_data_map(name):
+    preprocessing_fn = preprocessing_factory.get_preprocessing(name, is_training=True)
+    with tf.Graph().as_default():
+        images = tf.data.Dataset.from_tensors(_decoded_jpeg()).repeat(2).map(
+            lambda image: preprocessing_fn(image, HEIGHT, WIDTH)).batch(2)
+        batch = tf.data.make_one_shot_iterator(images).get_next()
+        with tf.Session() as sess:
+            assert sess.run(batch).shape == (2, HEIGHT, WIDTH, 3)
+
+
+def test_unknown_name_lists_the_valid_names():
+    valid = ', '.join(sorted(preprocessing_factory.PREPROCESSING))
+    with pytest.raises(ValueError) as error:
+        preprocessing_factory.get_preprocessing('foo')
+    assert str(error.value) == f"unknown preprocessing name 'foo'; valid names: {valid}"
+
+
+@pytest.mark.parametrize('shape', [[60, 80, 4], [60, 80, None], [60, 80]])
+def test_rejects_images_without_one_or_three_static_channels(shape):
+    preprocessing_fn = preprocessing_factory.get_preprocessing('inception')
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match='1 or 3 channels known statically'):
+            preprocessing_fn(tf.placeholder(tf.uint8, shape), HEIGHT, WIDTH)
