@@ -14,7 +14,6 @@ from absl import app, flags
 import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import numpy as np
 import tensorflow.compat.v1 as tf
-import tf_slim as slim
 
 from datasets import dataset_factory, pipeline
 from deployment import checkpoints, cli, fileio, model_deploy, training
@@ -44,17 +43,6 @@ flags.DEFINE_integer('eval_image_size', None, 'Image size; None means the networ
 flags.DEFINE_boolean('use_grayscale', False, 'Convert images to grayscale.')
 
 FLAGS = flags.FLAGS
-
-
-def variables_to_restore(moving_average_decay):
-    """Checkpoint name -> variable; with a decay, model variables take their averages."""
-    global_step = tf.train.get_global_step()
-    if not moving_average_decay:
-        return slim.get_variables_to_restore()
-    averages = tf.train.ExponentialMovingAverage(moving_average_decay, global_step)
-    restore = averages.variables_to_restore(slim.get_model_variables())
-    restore[global_step.op.name] = global_step
-    return restore
 
 
 def evaluate(f):
@@ -95,7 +83,7 @@ def evaluate(f):
         clones = model_deploy.create_clones(config, model_fn)
         with tf.device(config.optimizer_device()):
             step_sums = tf.add_n([clone.outputs for clone in clones])
-        saver = tf.train.Saver(variables_to_restore(f.moving_average_decay))
+        saver = tf.train.Saver(checkpoints.variables_to_restore(f.moving_average_decay))
 
         totals = np.zeros(3)
         max_steps = math.ceil(f.max_num_batches / f.num_clones) if f.max_num_batches else None

@@ -83,8 +83,6 @@ flags.DEFINE_string('trainable_scopes', None, 'Comma-separated scopes to train; 
 flags.DEFINE_boolean('ignore_missing_vars', False, 'Skip variables missing from the '
                      'checkpoint or of another shape instead of failing.')
 
-AUX_LOGITS_WEIGHT = 0.4
-
 
 def check_flags(f):
     """Raises ValueError naming the first inconsistent flag."""
@@ -101,26 +99,6 @@ def check_flags(f):
     if not 0 <= f.task < f.worker_replicas:
         raise ValueError(f'--task must be in [0, worker_replicas={f.worker_replicas}), '
                          f'got {f.task}')
-
-
-def classification_model_fn(network_fn, iterator, inputs_device, num_classes, label_smoothing):
-    """model_fn for deploy(): takes the next batch, adds the (aux) cross-entropy losses and
-    slim's activation summaries, returns the end points."""
-    def model_fn():
-        with tf.device(inputs_device):
-            images, labels = iterator.get_next()
-        logits, end_points = network_fn(images)
-        onehot_labels = tf.one_hot(labels, num_classes)
-        if 'AuxLogits' in end_points:
-            tf.losses.softmax_cross_entropy(onehot_labels, end_points['AuxLogits'],
-                                            label_smoothing=label_smoothing,
-                                            weights=AUX_LOGITS_WEIGHT, scope='aux_loss')
-        tf.losses.softmax_cross_entropy(onehot_labels, logits, label_smoothing=label_smoothing)
-        for name, tensor in end_points.items():
-            tf.summary.histogram(f'activations/{name}', tensor)
-            tf.summary.scalar(f'sparsity/{name}', tf.nn.zero_fraction(tensor))
-        return end_points
-    return model_fn
 
 
 def build_and_train(f):
@@ -175,10 +153,9 @@ def build_and_train(f):
                                  'trainable variable')
             return variables
 
-        model = model_deploy.deploy(
-            config, classification_model_fn(network_fn, iterator, config.inputs_device(),
-                                            num_classes, f.label_smoothing),
-            optimizer=optimizer, var_list=var_list)
+        model_fn = training.classification_model_fn(network_fn, iterator, config.inputs_device(),
+                                                    num_classes, f.label_smoothing)
+        model = model_deploy.deploy(config, model_fn, optimizer=optimizer, var_list=var_list)
         train_tensor = model.train_op
         with tf.device(config.optimizer_device()):
             summaries = [model.summary_op, tf.summary.scalar('learning_rate', learning_rate)]

@@ -72,3 +72,14 @@ def has_checkpoint(train_dir):
     """Whether `train_dir` already holds a checkpoint (then training resumes from it)."""
     return tf.train.latest_checkpoint(train_dir) is not None
 
+
+def variables_to_restore(moving_average_decay=None):
+    """Checkpoint name -> variable of the current graph, for evaluation: every variable,
+    or with a decay, the model variables from their exponential moving averages."""
+    if not moving_average_decay:
+        return slim.get_variables_to_restore()
+    global_step = tf.train.get_or_create_global_step()
+    averages = tf.train.ExponentialMovingAverage(moving_average_decay, global_step)
+    restore = averages.variables_to_restore(slim.get_model_variables())
+    restore[global_step.op.name] = global_step
+    return restore

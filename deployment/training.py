@@ -9,6 +9,9 @@ import time
 import tensorflow.compat.v1 as tf
 
 
+AUX_LOGITS_WEIGHT = 0.4  # Weight of the auxiliary head's loss (inception), as in slim.
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or Inf; training stopped before checkpointing that step."""
 
@@ -120,3 +123,23 @@ def clone_devices(num_clones, clone_on_cpu):
     if clone_on_cpu or tf.config.list_physical_devices('GPU'):
         return None, None
     return [f'/device:CPU:{i}' for i in range(num_clones)], num_clones
+
+
+def classification_model_fn(network_fn, iterator, inputs_device, num_classes, label_smoothing):
+    """model_fn for deploy(): takes the next batch, adds the (aux) cross-entropy losses and
+    slim's activation summaries, returns the end points."""
+    def model_fn():
+        with tf.device(inputs_device):
+            images, labels = iterator.get_next()
+        logits, end_points = network_fn(images)
+        onehot_labels = tf.one_hot(labels, num_classes)
+        if 'AuxLogits' in end_points:
+            tf.losses.softmax_cross_entropy(onehot_labels, end_points['AuxLogits'],
+                                            label_smoothing=label_smoothing,
+                                            weights=AUX_LOGITS_WEIGHT, scope='aux_loss')
+        tf.losses.softmax_cross_entropy(onehot_labels, logits, label_smoothing=label_smoothing)
+        for name, tensor in end_points.items():
+            tf.summary.histogram(f'activations/{name}', tensor)
+            tf.summary.scalar(f'sparsity/{name}', tf.nn.zero_fraction(tensor))
+        return end_points
+    return model_fn

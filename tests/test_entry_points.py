@@ -10,6 +10,7 @@ import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from datasets import dataset_factory
+from deployment import checkpoints
 from nets import nets_factory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,6 +115,53 @@ def test_saved_model_gives_the_checkpoints_logits(trained, tmp_path):
     assert 'input' in {node.name for node in graph_def.node}
 
 
+def checkpoint_values(path):
+    """Variable name -> value in the checkpoint `path` (prefix or directory)."""
+    reader = tf.train.load_checkpoint(path)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def test_trainable_scopes_and_moving_averages_through_eval(digits_dir, tmp_path):
+    train_dir = tmp_path / 'train'
+    run_script('train_image_classifier.py', f'--train_dir={train_dir}',
+               f'--dataset_dir={digits_dir}', '--batch_size=16', '--max_number_of_steps=4',
+               '--trainable_scopes=LeNet/fc4', '--moving_average_decay=0.5')
+    initial = checkpoint_values(str(train_dir / 'model.ckpt-0'))
+    final = checkpoint_values(str(train_dir / 'model.ckpt-4'))
+    np.testing.assert_array_equal(final['LeNet/conv1/weights'], initial['LeNet/conv1/weights'])
+    assert not np.array_equal(final['LeNet/fc4/weights'], initial['LeNet/fc4/weights'])
+    average = final['LeNet/fc4/weights/ExponentialMovingAverage']
+    assert not np.array_equal(average, final['LeNet/fc4/weights'])
+    # Evaluation with the decay loads the averages into the model's variables.
+    with tf.Graph().as_default():
+        nets_factory.get_network_fn('lenet', 10)(tf.zeros([1, 28, 28, 1]))
+        saver = tf.train.Saver(checkpoints.variables_to_restore(0.5))
+        with tf.Session() as sess:
+            saver.restore(sess, str(train_dir / 'model.ckpt-4'))
+            restored = sess.run(tf.global_variables('LeNet/fc4/weights')[0])
+    np.testing.assert_array_equal(restored, average)
+    run_script('eval_image_classifier.py', f'--checkpoint_path={train_dir}',
+               f'--eval_dir={tmp_path / "eval"}', f'--dataset_dir={digits_dir}',
+               '--moving_average_decay=0.5')
+    assert json.loads((tmp_path / 'eval' / 'metrics.json').read_text())['num_examples'] == 360
+
+
+def test_fine_tuning_only_seeds_an_empty_train_dir(trained, digits_dir, tmp_path):
+    source, _, _ = trained
+    args = [f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}', '--batch_size=16',
+            f'--checkpoint_path={source}', '--checkpoint_exclude_scopes=LeNet/fc4',
+            '--optimizer=sgd', '--learning_rate=0', '--learning_rate_decay_type=fixed']
+    first = run_script('train_image_classifier.py', *args, '--max_number_of_steps=1')
+    assert 'Fine-tuning from' in first.stderr
+    tuned, original = checkpoint_values(str(tmp_path)), checkpoint_values(str(source))
+    np.testing.assert_array_equal(tuned['LeNet/conv1/weights'], original['LeNet/conv1/weights'])
+    assert not np.array_equal(tuned['LeNet/fc4/weights'], original['LeNet/fc4/weights'])
+    assert tuned['global_step'] == 1
+    second = run_script('train_image_classifier.py', *args, '--max_number_of_steps=2')
+    assert 'Ignoring --checkpoint_path: resuming from' in second.stderr
+    assert 'Fine-tuning from' not in second.stderr
+
+
 def test_non_finite_loss_stops_with_the_last_good_checkpoint(digits_dir, tmp_path):
     common = [f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}', '--batch_size=16',
               '--optimizer=sgd', '--learning_rate_decay_type=fixed']
@@ -125,9 +173,7 @@ def test_non_finite_loss_stops_with_the_last_good_checkpoint(digits_dir, tmp_pat
         'error: loss is inf at global step' in result.stderr
     assert 'Traceback' not in result.stderr
     assert checkpoint_step(tmp_path) == 2
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
-    assert all(np.isfinite(reader.get_tensor(name)).all()
-               for name in reader.get_variable_to_shape_map())
+    assert all(np.isfinite(value).all() for value in checkpoint_values(str(tmp_path)).values())
 
 
 @pytest.mark.parametrize('script, args, message', [
