@@ -96,6 +96,9 @@ def check_flags(f):
     if f.sync_replicas and f.replicas_to_aggregate > f.worker_replicas:
         raise ValueError(f'--replicas_to_aggregate={f.replicas_to_aggregate} exceeds '
                          f'--worker_replicas={f.worker_replicas}')
+    if f.num_ps_tasks and not f.master:
+        raise ValueError(f'--num_ps_tasks={f.num_ps_tasks} needs --master: the variables live '
+                         'on the parameter-server tasks of a cluster')
     if not 0 <= f.task < f.worker_replicas:
         raise ValueError(f'--task must be in [0, worker_replicas={f.worker_replicas}), '
                          f'got {f.task}')
@@ -138,9 +141,10 @@ def build_and_train(f):
                 optimization.decay_steps(split.num_samples, f.num_epochs_per_decay,
                                          examples_per_step),
                 f.learning_rate_decay_factor, f.end_learning_rate)
-            optimizer = optimization.optimizer(f.optimizer, learning_rate, optimization.OptimizerParams(
-                **{field.name: getattr(f, field.name)
-                   for field in dataclasses.fields(optimization.OptimizerParams)}))
+            params = optimization.OptimizerParams(**{
+                field.name: getattr(f, field.name)
+                for field in dataclasses.fields(optimization.OptimizerParams)})
+            optimizer = optimization.optimizer(f.optimizer, learning_rate, params)
             if f.sync_replicas:
                 optimizer = tf.train.SyncReplicasOptimizer(
                     optimizer, replicas_to_aggregate=f.replicas_to_aggregate,
@@ -180,7 +184,7 @@ def build_and_train(f):
         monitor = training.MonitorHook(train_tensor, learning_rate, examples_per_step,
                                        f.log_every_n_steps, f.train_dir if is_chief else None)
         fileio.write_json_atomically(os.path.join(f.train_dir, 'run_config.json'), {
-            'flags': {name: FLAGS[name].value for name in FLAGS if name not in _FOREIGN_FLAGS},
+            'flags': {name: f[name].value for name in f if name not in _FOREIGN_FLAGS},
             'placement': model_deploy.placement_plan(config).splitlines(),
             'examples_per_step': examples_per_step, 'num_classes': num_classes,
             'image_size': image_size, 'num_samples': split.num_samples})

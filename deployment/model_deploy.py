@@ -216,7 +216,8 @@ def placement_plan(config):
             ('optimizer', config.optimizer_device())]
     for i in range(config.num_clones):
         scope = config.clone_scope(i)
-        rows.append((f'clone {i}', config.clone_device(i) + (f'  (scope {scope}/)' if scope else '')))
+        scope_note = f'  (scope {scope}/)' if scope else ''
+        rows.append((f'clone {i}', config.clone_device(i) + scope_note))
     width = max(len(role) for role, _ in rows)
     return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
 

@@ -146,7 +146,8 @@ def test_empty_job_names_are_fine_without_cluster():
 @pytest.mark.parametrize('index', [2, -1, '0'])
 def test_clone_index_out_of_range(method, index):
     config = DeploymentConfig(num_clones=2)
-    with pytest.raises(ValueError, match=rf'clone_index must be in \[0, num_clones=2\), got {index!r}'):
+    message = rf'clone_index must be in \[0, num_clones=2\), got {index!r}'
+    with pytest.raises(ValueError, match=message):
         getattr(config, method)(index)
 
 
