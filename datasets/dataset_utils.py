@@ -5,7 +5,6 @@ b'jpeg'), image/class/label (int64), image/height and image/width (int64, pixels
 Every file is written atomically: to '<name>.tmp-<pid>' first, then renamed, so a file
 that exists under its final name is complete.
 """
-import contextlib
 import dataclasses
 import glob
 import os
@@ -14,6 +13,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 import deployment  # noqa: F401  (repairs tf-slim's decoder for the installed TensorFlow)
+from deployment import fileio
 
 LABELS_FILENAME = 'labels.txt'
 
@@ -61,21 +61,9 @@ def image_to_tfexample(image_data, image_format, height, width, class_id):
     }))
 
 
-@contextlib.contextmanager
-def _atomic_path(path):
-    """Yields a temporary path to write; renames it to `path` only if the block succeeds."""
-    temp_path = f'{path}.tmp-{os.getpid()}'
-    try:
-        yield temp_path
-        os.replace(temp_path, path)
-    finally:
-        if os.path.exists(temp_path):
-            os.remove(temp_path)
-
-
 def write_tfrecord(path, serialized_examples):
     """Writes serialized examples (an iterable of bytes) to the TFRecord file path, atomically."""
-    with _atomic_path(path) as temp_path:
+    with fileio.atomic_path(path) as temp_path:
         with tf.io.TFRecordWriter(temp_path) as writer:
             for serialized in serialized_examples:
                 writer.write(serialized)
@@ -97,9 +85,7 @@ def shard_filename(dataset_dir, prefix, split_name, shard_id, num_shards):
 def write_label_file(labels_to_names, dataset_dir, filename=LABELS_FILENAME):
     """Writes {int label: class name} as 'label:name' lines, sorted by label, atomically."""
     lines = ''.join(f'{label}:{labels_to_names[label]}\n' for label in sorted(labels_to_names))
-    with _atomic_path(os.path.join(dataset_dir, filename)) as temp_path:
-        with open(temp_path, 'w', encoding='utf-8') as f:
-            f.write(lines)
+    fileio.write_atomically(os.path.join(dataset_dir, filename), lines)
 
 
 def has_labels(dataset_dir, filename=LABELS_FILENAME):

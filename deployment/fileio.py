@@ -1,20 +1,29 @@
 """Atomic file writes: readers see the old file or the whole new one, never a part."""
+import contextlib
 import json
 import os
 import tempfile
 
 
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yields '<path>.tmp-<pid>' to write; renames it to `path` if the block succeeds and
+    removes it if the block fails."""
+    temp_path = f'{path}.tmp-{os.getpid()}'
+    try:
+        yield temp_path
+        os.replace(temp_path, path)
+    finally:
+        if os.path.exists(temp_path):
+            os.remove(temp_path)
+
+
 def write_atomically(path, data):
-    """Writes `data` (bytes or str) to `path` through a temporary file and a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = 'wb' if isinstance(data, bytes) else 'w'
-    with tempfile.NamedTemporaryFile(mode, dir=directory, delete=False, suffix='.tmp') as f:
-        try:
+    """Writes `data` (bytes or str) to `path` atomically."""
+    binary = isinstance(data, bytes)
+    with atomic_path(path) as temp_path:
+        with open(temp_path, 'wb' if binary else 'w', encoding=None if binary else 'utf-8') as f:
             f.write(data)
-        except BaseException:
-            os.unlink(f.name)
-            raise
-    os.replace(f.name, path)
 
 
 def write_json_atomically(path, data):
