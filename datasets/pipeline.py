@@ -11,17 +11,17 @@ AUTOTUNE = tf.data.experimental.AUTOTUNE
 def _records(split, num_readers, training, replica_id, num_replicas, seed):
     """Serialized examples of `split`, this replica's share of them when training."""
     files = split.files()
-    shard_examples = num_replicas > 1 and len(files) < num_replicas
-    if num_replicas > 1 and not shard_examples:
+    read = tf.data.TFRecordDataset
+    if num_replicas > 1 and len(files) >= num_replicas:
         files = files[replica_id::num_replicas]  # Each replica reads its own shards.
+    elif num_replicas > 1:  # Too few shards to split: each takes every n-th record of each.
+        def read(filename):
+            return tf.data.TFRecordDataset(filename).shard(num_replicas, replica_id)
     records = tf.data.Dataset.from_tensor_slices(files)
     if training:
         records = records.shuffle(len(files), seed=seed).repeat()
-    records = records.interleave(tf.data.TFRecordDataset, cycle_length=num_readers,
-                                 num_parallel_calls=AUTOTUNE, deterministic=not training)
-    if shard_examples:  # Too few shards to split: each replica takes every n-th record.
-        records = records.shard(num_replicas, replica_id)
-    return records
+    return records.interleave(read, cycle_length=num_readers, num_parallel_calls=AUTOTUNE,
+                              deterministic=not training)
 
 
 def _decode_fn(split, preprocessing_fn, image_size, labels_offset):
