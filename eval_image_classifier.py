@@ -9,7 +9,7 @@ and to a TensorBoard event file in eval_dir. Several clones split each step's ba
 import math
 import os
 
-from absl import app, flags
+from absl import flags
 
 import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import numpy as np
@@ -125,7 +125,7 @@ def main(argv):
 
 def run():
     """Console-script entry point."""
-    app.run(main)
+    cli.run(main, __name__)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Exports a classifier's inference graph (slim's GraphDef) and/or a SavedModel.
+r"""Exports a classifier's inference graph (slim's GraphDef) and/or a SavedModel.
 
     python export_inference_graph.py --output_file=/tmp/lenet_inf_graph.pb
     python export_inference_graph.py --checkpoint_path=/tmp/tfmodel \
@@ -13,7 +13,7 @@ channels], already preprocessed as for evaluation) -> 'logits' and 'probabilitie
 """
 import os
 
-from absl import app, flags
+from absl import flags
 
 import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import tensorflow.compat.v1 as tf
@@ -103,7 +103,7 @@ def main(argv):
 
 def run():
     """Console-script entry point."""
-    app.run(main)
+    cli.run(main, __name__)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,4 @@
-"""Trains an image classifier as N data-parallel clones (TF-Slim's flags and semantics).
+r"""Trains an image classifier as N data-parallel clones (TF-Slim's flags and semantics).
 
     python train_image_classifier.py            # lenet on the embedded digits, 2 clones
     python train_image_classifier.py --dataset_name=cifar10 --dataset_dir=DIR \
@@ -11,7 +11,7 @@ the latest checkpoint in train_dir; --checkpoint_path only seeds a train_dir tha
 import dataclasses
 import os
 
-from absl import app, flags
+from absl import flags
 
 import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import tensorflow.compat.v1 as tf
@@ -210,7 +210,7 @@ def main(argv):
 
 def run():
     """Console-script entry point."""
-    app.run(main)
+    cli.run(main, __name__)
 
 
 if __name__ == '__main__':
