@@ -8,7 +8,6 @@ import time
 
 import tensorflow.compat.v1 as tf
 
-
 AUX_LOGITS_WEIGHT = 0.4  # Weight of the auxiliary head's loss (inception), as in slim.
 
 
@@ -32,9 +31,9 @@ class MonitorHook(tf.train.SessionRunHook):
 
     train_tensor: the tensor each step runs; it must return the loss (as deploy()'s
     train_op does). Logs global step, loss, learning rate, global examples/sec and
-    sec/step; writes the
-    throughput to `summary_dir` (None: no summaries). Raises NonFiniteLossError when the
-    loss is NaN or Inf; it must run before the checkpoint hook so that step is never saved.
+    sec/step; writes the throughput to `summary_dir` (None: no summaries). Raises
+    NonFiniteLossError when the loss is NaN or Inf; it must run before the checkpoint hook
+    so that step is never saved.
 
     examples_per_step: examples one global step stands for (batch_size x num_clones, x
     replicas_to_aggregate when sync), so examples/sec counts every worker's work.
@@ -126,8 +125,9 @@ def clone_devices(num_clones, clone_on_cpu):
 
 
 def classification_model_fn(network_fn, iterator, inputs_device, num_classes, label_smoothing):
-    """model_fn for deploy(): takes the next batch, adds the (aux) cross-entropy losses and
-    slim's activation summaries, returns the end points."""
+    """model_fn for deploy(): takes the next (images, labels) batch of `iterator` on
+    `inputs_device`, adds the cross-entropy losses (the auxiliary head's weighted
+    AUX_LOGITS_WEIGHT) and slim's activation summaries, and returns the end points."""
     def model_fn():
         with tf.device(inputs_device):
             images, labels = iterator.get_next()

@@ -3,7 +3,7 @@
 # `deployment` repairs applied, and prints pytest's summary line.
 #
 # Usage: PYTHON=/path/to/venv/bin/python tools/slim_yardstick.sh [pytest args]
-# evaluation_test.py is left out, as in the reference counts of the issue.
+# evaluation_test.py is left out: it needs the `nose` package.
 set -euo pipefail
 
 PYTHON="${PYTHON:-python}"
