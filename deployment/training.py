@@ -95,16 +95,22 @@ def train(train_tensor, train_dir, monitor, max_number_of_steps=None, master='',
           save_interval_secs=600, config=None):
     """Runs `train_tensor` until global step `max_number_of_steps` (None: forever).
 
-    monitor: the MonitorHook, run before every other hook. scaffold: a tf.train.Scaffold
-    (summary op, fine-tuning init_fn), None for the default. Returns the last global step
-    run, or None if no step ran (e.g. the checkpoint was already at max_number_of_steps).
+    monitor: the MonitorHook, run before the checkpoint hook and every other hook.
+    scaffold: a tf.train.Scaffold (summary op, fine-tuning init_fn), None for the default.
+    Returns the last global step run, or None if no step ran (e.g. the checkpoint was
+    already at max_number_of_steps).
     """
-    all_hooks = [monitor, *hooks]
+    hooks = list(hooks)
     if max_number_of_steps:
-        all_hooks.append(tf.train.StopAtStepHook(last_step=max_number_of_steps))
+        hooks.append(tf.train.StopAtStepHook(last_step=max_number_of_steps))
+    # MonitoredTrainingSession runs chief-only hooks before its checkpoint hook and the
+    # other hooks after it: the monitor must see a non-finite loss before a save can.
+    chief_only_hooks = [monitor, *chief_only_hooks] if is_chief else list(chief_only_hooks)
+    if not is_chief:
+        hooks.insert(0, monitor)
     with tf.train.MonitoredTrainingSession(
             master=master, is_chief=is_chief, checkpoint_dir=train_dir, scaffold=scaffold,
-            hooks=all_hooks, chief_only_hooks=list(chief_only_hooks),
+            hooks=hooks, chief_only_hooks=chief_only_hooks,
             save_checkpoint_secs=save_interval_secs, save_summaries_secs=save_summaries_secs,
             log_step_count_steps=0, config=config) as sess:
         while not sess.should_stop():

@@ -1,0 +1,53 @@
+"""The training loop: a non-finite loss is never checkpointed; logging and resuming."""
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from deployment import training
+
+
+def build_counter_loss(nan_after):
+    """A train tensor that adds 1 to x and to the global step, and returns the loss
+    log(nan_after + 0.5 - x): finite for the first `nan_after` steps, NaN after."""
+    global_step = tf.train.get_or_create_global_step()
+    x = tf.Variable(0.0, name='x')
+    with tf.control_dependencies([x.assign_add(1.0), global_step.assign_add(1)]):
+        return tf.math.log(nan_after + 0.5 - x.read_value())
+
+
+def test_non_finite_loss_stops_before_it_is_checkpointed(tmp_path):
+    with tf.Graph().as_default():
+        train_tensor = build_counter_loss(nan_after=3)
+        monitor = training.MonitorHook(train_tensor, tf.constant(0.1), 8, every_n_steps=1,
+                                       summary_dir=str(tmp_path))
+        with pytest.raises(training.NonFiniteLossError, match='loss is nan at global step 4'):
+            # A checkpoint after every step: the step that went NaN must not be one.
+            training.train(train_tensor, str(tmp_path), monitor, max_number_of_steps=10,
+                           save_interval_secs=1e-9, save_summaries_secs=1e-9)
+    latest = tf.train.latest_checkpoint(str(tmp_path))
+    assert latest.endswith('model.ckpt-3')
+    assert tf.train.load_checkpoint(latest).get_tensor('x') == 3.0
+
+
+def test_monitor_logs_and_training_resumes(tmp_path, caplog):
+    caplog.set_level('INFO')
+    for last_step in (4, 6):
+        with tf.Graph().as_default():
+            train_tensor = build_counter_loss(nan_after=100)
+            monitor = training.MonitorHook(train_tensor, tf.constant(0.25), 64, every_n_steps=2)
+            assert training.train(train_tensor, str(tmp_path), monitor,
+                                  max_number_of_steps=last_step) == last_step
+    messages = [r.getMessage() for r in caplog.records if 'examples/sec' in r.getMessage()]
+    # Every 2nd local step (the first one starts the clock); the rerun resumes at step 4.
+    assert [m.split(':')[0] for m in messages] == ['step 2', 'step 4', 'step 6']
+    assert 'learning rate = 0.25' in messages[0] and 'sec/step' in messages[0]
+    assert tf.train.load_checkpoint(str(tmp_path)).get_tensor('x') == 6.0
+
+
+def test_session_config_and_clone_devices():
+    config = training.session_config(num_cpu_devices=3, log_device_placement=True)
+    assert config.allow_soft_placement and config.log_device_placement
+    assert config.device_count['CPU'] == 3
+    assert training.clone_devices(2, clone_on_cpu=True) == (None, None)
+    assert training.clone_devices(3, clone_on_cpu=False) == (
+        ['/device:CPU:0', '/device:CPU:1', '/device:CPU:2'], 3)  # No GPU on this machine.
