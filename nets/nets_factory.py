@@ -14,7 +14,9 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 from tf_slim.nets import alexnet, inception, overfeat, resnet_utils, resnet_v1, resnet_v2, vgg
 
-from nets import cifarnet, lenet
+from nets import (cifarnet, i3d, inception_resnet_v2, inception_v4, lenet, mobilenet_v1,
+                  s3dg)
+from nets.mobilenet import framework as mobilenet_framework, mobilenet_v2, mobilenet_v3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,18 +37,45 @@ class Network:
 
 
 NETWORKS = {
-    'alexnet_v2': Network(alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope, 224,
-                          logits_optional=False),
+    'alexnet_v2': Network(alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope, 224, False),
     'cifarnet': Network(cifarnet.cifarnet, cifarnet.cifarnet_arg_scope, 32),
+    'i3d': Network(i3d.i3d, i3d.i3d_arg_scope, 224),
+    'inception_resnet_v2': Network(inception_resnet_v2.inception_resnet_v2,
+                                   inception_resnet_v2.inception_resnet_v2_arg_scope, 299),
     'inception_v1': Network(inception.inception_v1, inception.inception_v1_arg_scope, 224,
-                            logits_optional=False),
+                            False),
     'inception_v2': Network(inception.inception_v2, inception.inception_v2_arg_scope, 224,
-                            logits_optional=False),
+                            False),
     'inception_v3': Network(inception.inception_v3, inception.inception_v3_arg_scope, 299,
-                            logits_optional=False),
+                            False),
+    'inception_v4': Network(inception_v4.inception_v4, inception_v4.inception_v4_arg_scope, 299),
     'lenet': Network(lenet.lenet, lenet.lenet_arg_scope, 28),
-    'overfeat': Network(overfeat.overfeat, overfeat.overfeat_arg_scope, 231,
-                        logits_optional=False),
+    'mobilenet_edgetpu': Network(mobilenet_v3.edgetpu,
+                                 mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_edgetpu_075': Network(mobilenet_v3.edgetpu_075,
+                                     mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_v1': Network(mobilenet_v1.mobilenet_v1, mobilenet_v1.mobilenet_v1_arg_scope, 224),
+    'mobilenet_v1_025': Network(mobilenet_v1.mobilenet_v1_025, mobilenet_v1.mobilenet_v1_arg_scope,
+                                224),
+    'mobilenet_v1_050': Network(mobilenet_v1.mobilenet_v1_050, mobilenet_v1.mobilenet_v1_arg_scope,
+                                224),
+    'mobilenet_v1_075': Network(mobilenet_v1.mobilenet_v1_075, mobilenet_v1.mobilenet_v1_arg_scope,
+                                224),
+    'mobilenet_v2': Network(mobilenet_v2.mobilenet_v2,
+                            mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_v2_035': Network(mobilenet_v2.mobilenet_v2_035,
+                                mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_v2_140': Network(mobilenet_v2.mobilenet_v2_140,
+                                mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_v3_large': Network(mobilenet_v3.large,
+                                  mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_v3_large_minimalistic': Network(mobilenet_v3.large_minimalistic,
+                                               mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_v3_small': Network(mobilenet_v3.small,
+                                  mobilenet_framework.mobilenet_arg_scope, 224),
+    'mobilenet_v3_small_minimalistic': Network(mobilenet_v3.small_minimalistic,
+                                               mobilenet_framework.mobilenet_arg_scope, 224),
+    'overfeat': Network(overfeat.overfeat, overfeat.overfeat_arg_scope, 231, False),
     'resnet_v1_50': Network(resnet_v1.resnet_v1_50, resnet_utils.resnet_arg_scope, 224),
     'resnet_v1_101': Network(resnet_v1.resnet_v1_101, resnet_utils.resnet_arg_scope, 224),
     'resnet_v1_152': Network(resnet_v1.resnet_v1_152, resnet_utils.resnet_arg_scope, 224),
@@ -55,9 +84,10 @@ NETWORKS = {
     'resnet_v2_101': Network(resnet_v2.resnet_v2_101, resnet_utils.resnet_arg_scope, 224),
     'resnet_v2_152': Network(resnet_v2.resnet_v2_152, resnet_utils.resnet_arg_scope, 224),
     'resnet_v2_200': Network(resnet_v2.resnet_v2_200, resnet_utils.resnet_arg_scope, 224),
-    'vgg_a': Network(vgg.vgg_a, vgg.vgg_arg_scope, 224, logits_optional=False),
-    'vgg_16': Network(vgg.vgg_16, vgg.vgg_arg_scope, 224, logits_optional=False),
-    'vgg_19': Network(vgg.vgg_19, vgg.vgg_arg_scope, 224, logits_optional=False),
+    's3dg': Network(s3dg.s3dg, s3dg.s3dg_arg_scope, 224),
+    'vgg_16': Network(vgg.vgg_16, vgg.vgg_arg_scope, 224, False),
+    'vgg_19': Network(vgg.vgg_19, vgg.vgg_arg_scope, 224, False),
+    'vgg_a': Network(vgg.vgg_a, vgg.vgg_arg_scope, 224, False),
 }
 
 

@@ -13,29 +13,18 @@ import tensorflow.compat.v1 as tf
 from nets import nets_factory
 
 NUM_CLASSES = 7
-NETS_WITH_AUX_LOGITS = {'inception_v3'}
-
-
-@pytest.fixture(scope='module', autouse=True)
-def fast_variable_creation():
-    """Halves the time to build the deep nets' graphs.
-
-    TF's legacy layers hash every global variable each time they add one, and in TF2 mode
-    Variable.__hash__ first checks for eager execution, which dominates the build of a
-    ResNet-200. With tensor equality off the hash is plain identity; inside a tf.Graph
-    tensors and variables compare by identity either way, so no test sees a difference.
-    """
-    tf.disable_tensor_equality()
-    yield
-    tf.enable_tensor_equality()
+NETS_WITH_AUX_LOGITS = {'inception_v3', 'inception_v4', 'inception_resnet_v2'}
+VIDEO_NETS = {'i3d', 's3dg'}  # Take [batch, frames, height, width, 3].
+pytestmark = pytest.mark.usefixtures('fast_variable_creation')
 
 
 def _build(name, num_classes=NUM_CLASSES, **factory_kwargs):
-    """Builds `name` in the current graph on a batch of 2 zero RGB images of its default
-    size and returns (net, end_points)."""
+    """Builds `name` in the current graph on a batch of 2 zero RGB images (16-frame clips
+    for video nets) of its default size and returns (net, end_points)."""
     network_fn = nets_factory.get_network_fn(name, num_classes, **factory_kwargs)
     size = network_fn.default_image_size
-    return network_fn(tf.zeros([2, size, size, 3]))
+    frames = [16] if name in VIDEO_NETS else []
+    return network_fn(tf.zeros([2, *frames, size, size, 3]))
 
 
 def _variable_shapes():
@@ -153,7 +142,18 @@ def test_unknown_name_lists_the_valid_names():
     with pytest.raises(ValueError) as error:
         nets_factory.get_network_fn('foo', 10)
     assert str(error.value) == f"unknown model_name 'foo'; valid names: {valid}"
-    assert valid.startswith('alexnet_v2, cifarnet, inception_v1, ')
+
+
+def test_the_registry_holds_every_slim_network():
+    assert set(nets_factory.NETWORKS) == set("""
+        alexnet_v2 cifarnet overfeat vgg_a vgg_16 vgg_19 inception_v1 inception_v2
+        inception_v3 inception_v4 inception_resnet_v2 i3d s3dg lenet resnet_v1_50
+        resnet_v1_101 resnet_v1_152 resnet_v1_200 resnet_v2_50 resnet_v2_101 resnet_v2_152
+        resnet_v2_200 mobilenet_v1 mobilenet_v1_075 mobilenet_v1_050 mobilenet_v1_025
+        mobilenet_v2 mobilenet_v2_140 mobilenet_v2_035 mobilenet_v3_small mobilenet_v3_large
+        mobilenet_v3_small_minimalistic mobilenet_v3_large_minimalistic mobilenet_edgetpu
+        mobilenet_edgetpu_075 nasnet_cifar nasnet_mobile nasnet_large pnasnet_large
+        pnasnet_mobile""".split())
 
 
 @pytest.mark.parametrize('name, num_classes, features, logits_scope', [

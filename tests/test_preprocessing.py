@@ -12,8 +12,9 @@ from preprocessing import preprocessing_factory
 
 # Not square and not the input's size, so swapped or skipped resizes show.
 HEIGHT, WIDTH = 40, 48
-# One name per preprocessing module.
+# One name per image preprocessing module.
 FAMILIES = ['cifarnet', 'inception', 'lenet', 'vgg']
+VIDEO_NETS = {'i3d', 's3dg'}
 
 
 def _decoded_jpeg(height=60, width=80, channels=3):
@@ -35,13 +36,28 @@ def _preprocess(name, image_fn, is_training, use_grayscale=False, size=(HEIGHT, 
             return output.shape.as_list(), sess.run(output)
 
 
+def _decoded_clip(frames=4):
+    """A video of `frames` decoded JPEGs: uint8 [frames, height, width, 3]."""
+    return tf.stack([_decoded_jpeg()] * frames)
+
+
 @pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
 @pytest.mark.parametrize('name', preprocessing_factory.PREPROCESSING)
 def test_every_preprocessing_gives_the_requested_size(name, is_training):
-    static_shape, image = _preprocess(name, _decoded_jpeg, is_training)
-    assert static_shape == [HEIGHT, WIDTH, 3]
-    assert image.shape == (HEIGHT, WIDTH, 3) and image.dtype == np.float32
+    frames = [4] if name in VIDEO_NETS else []
+    static_shape, image = _preprocess(name, _decoded_clip if frames else _decoded_jpeg,
+                                      is_training)
+    assert static_shape == [*frames, HEIGHT, WIDTH, 3]
+    assert image.shape == (*frames, HEIGHT, WIDTH, 3) and image.dtype == np.float32
     assert np.isfinite(image).all()
+
+
+def test_video_preprocessing_rejects_a_single_image():
+    with tf.Graph().as_default():
+        preprocessing_fn = preprocessing_factory.get_preprocessing('i3d')
+        with pytest.raises(ValueError, match=r'expected a video \[frames, height, width, '
+                                             r'channels\] with 1 or 3 channels'):
+            preprocessing_fn(_decoded_jpeg(), HEIGHT, WIDTH)
 
 
 def test_every_network_has_a_preprocessing():

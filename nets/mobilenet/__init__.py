@@ -1,0 +1,1 @@
+"""TF-Slim's MobileNet v2, v3 and EdgeTPU nets, built by one framework (`framework`)."""
