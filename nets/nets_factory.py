@@ -17,6 +17,7 @@ from tf_slim.nets import alexnet, inception, overfeat, resnet_utils, resnet_v1, 
 from nets import (cifarnet, i3d, inception_resnet_v2, inception_v4, lenet, mobilenet_v1,
                   s3dg)
 from nets.mobilenet import framework as mobilenet_framework, mobilenet_v2, mobilenet_v3
+from nets.nasnet import nasnet, pnasnet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +76,12 @@ NETWORKS = {
                                   mobilenet_framework.mobilenet_arg_scope, 224),
     'mobilenet_v3_small_minimalistic': Network(mobilenet_v3.small_minimalistic,
                                                mobilenet_framework.mobilenet_arg_scope, 224),
+    'nasnet_cifar': Network(nasnet.nasnet_cifar, nasnet.nasnet_cifar_arg_scope, 32),
+    'nasnet_large': Network(nasnet.nasnet_large, nasnet.nasnet_large_arg_scope, 331),
+    'nasnet_mobile': Network(nasnet.nasnet_mobile, nasnet.nasnet_mobile_arg_scope, 224),
     'overfeat': Network(overfeat.overfeat, overfeat.overfeat_arg_scope, 231, False),
+    'pnasnet_large': Network(pnasnet.pnasnet_large, pnasnet.pnasnet_large_arg_scope, 331),
+    'pnasnet_mobile': Network(pnasnet.pnasnet_mobile, pnasnet.pnasnet_mobile_arg_scope, 224),
     'resnet_v1_50': Network(resnet_v1.resnet_v1_50, resnet_utils.resnet_arg_scope, 224),
     'resnet_v1_101': Network(resnet_v1.resnet_v1_101, resnet_utils.resnet_arg_scope, 224),
     'resnet_v1_152': Network(resnet_v1.resnet_v1_152, resnet_utils.resnet_arg_scope, 224),

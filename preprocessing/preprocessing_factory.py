@@ -12,9 +12,10 @@ from preprocessing import (cifarnet_preprocessing, inception_preprocessing,
 
 # Name -> module with preprocess_image(image, output_height, output_width, is_training,
 # **kwargs). VGG's for VGG and ResNet v1 (their checkpoints come from Caffe), Inception's
-# for the other ImageNet nets. TF-Slim's map differs in two ways: it gives ResNet v2 VGG's,
-# although its published ResNet v2 checkpoints were trained with Inception's, and it has
-# no entry for AlexNet and OverFeat.
+# for the other ImageNet nets, CifarNet's for NASNet-CIFAR, a video scheme for I3D and
+# S3D-G. TF-Slim's map gives ResNet v2 VGG's, although its published ResNet v2 checkpoints
+# were trained with Inception's, and has no entry for AlexNet, OverFeat, NASNet-CIFAR, I3D
+# and S3D-G.
 PREPROCESSING = {
     'alexnet_v2': inception_preprocessing,
     'cifarnet': cifarnet_preprocessing,
@@ -39,7 +40,12 @@ PREPROCESSING = {
     'mobilenet_v3_large_minimalistic': inception_preprocessing,
     'mobilenet_v3_small': inception_preprocessing,
     'mobilenet_v3_small_minimalistic': inception_preprocessing,
+    'nasnet_cifar': cifarnet_preprocessing,
+    'nasnet_large': inception_preprocessing,
+    'nasnet_mobile': inception_preprocessing,
     'overfeat': inception_preprocessing,
+    'pnasnet_large': inception_preprocessing,
+    'pnasnet_mobile': inception_preprocessing,
     'resnet_v1_50': vgg_preprocessing,
     'resnet_v1_101': vgg_preprocessing,
     'resnet_v1_152': vgg_preprocessing,
@@ -61,10 +67,10 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
 
     preprocessing_fn takes one image [H, W, C] (a video [T, H, W, C] for i3d and s3dg) with
     C 1 or 3 known statically (decode with channels=1 or 3), uint8 in [0, 255] or float in
-    [0, 1], and returns float32 [output_height, output_width, C'] ([T, ...] for videos), training (random augmentation) or evaluation
-    preprocessing as `is_training` says. C' is C, or 1 with use_grayscale, which turns RGB
-    into luma first. No preprocessing needs 3 channels, but a net restored from an RGB
-    checkpoint does. kwargs go to the module's preprocess_image (e.g. inception's bbox).
+    [0, 1], and returns float32 [output_height, output_width, C'] ([T, ...] for videos),
+    training (random augmentation) or evaluation preprocessing as `is_training` says. C'
+    is C, or 1 with use_grayscale, which turns RGB into luma first. No preprocessing needs
+    3 channels, but a net restored from an RGB checkpoint does. kwargs go to the module's preprocess_image (e.g. inception's bbox).
     Raises ValueError for an unknown name.
     """
     if name not in PREPROCESSING:
