@@ -70,8 +70,8 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
     [0, 1], and returns float32 [output_height, output_width, C'] ([T, ...] for videos),
     training (random augmentation) or evaluation preprocessing as `is_training` says. C'
     is C, or 1 with use_grayscale, which turns RGB into luma first. No preprocessing needs
-    3 channels, but a net restored from an RGB checkpoint does. kwargs go to the module's preprocess_image (e.g. inception's bbox).
-    Raises ValueError for an unknown name.
+    3 channels, but a net restored from an RGB checkpoint does. kwargs go to the module's
+    preprocess_image (e.g. inception's bbox). Raises ValueError for an unknown name.
     """
     if name not in PREPROCESSING:
         raise ValueError(f'unknown preprocessing name {name!r}; '
