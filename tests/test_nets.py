@@ -213,3 +213,28 @@ def test_second_clone_reuses_the_variables(name):
         assert tf.global_variables() == variables
     assert first.op.name.startswith('clone_0/') and second.op.name.startswith('clone_1/')
     assert second.shape.as_list() == [2, NUM_CLASSES]
+
+
+# Published parameter counts (1000 classes) and names from TF-Slim's ImageNet checkpoints.
+@pytest.mark.parametrize('name, count, published, variables', [
+    ('resnet_v1_50', 25_557_032, 25.6e6, {
+        'resnet_v1_50/conv1/weights': [7, 7, 3, 64],
+        'resnet_v1_50/block1/unit_1/bottleneck_v1/conv1/weights': [1, 1, 64, 64],
+        'resnet_v1_50/block4/unit_3/bottleneck_v1/conv3/BatchNorm/gamma': [2048],
+        'resnet_v1_50/logits/weights': [1, 1, 2048, 1000]}),
+    # Without the auxiliary head, as published.
+    ('inception_v3', 23_817_352, 23.8e6, {
+        'InceptionV3/Conv2d_1a_3x3/weights': [3, 3, 3, 32],
+        'InceptionV3/Conv2d_1a_3x3/BatchNorm/beta': [32],
+        'InceptionV3/Mixed_7c/Branch_3/Conv2d_0b_1x1/weights': [1, 1, 2048, 192],
+        'InceptionV3/Logits/Conv2d_1c_1x1/weights': [1, 1, 2048, 1000]}),
+])
+def test_checkpoint_names_and_published_parameter_counts(name, count, published, variables):
+    with tf.Graph().as_default():
+        _build(name, num_classes=1000)
+        shapes = _variable_shapes()
+        trainable = [v for v in tf.trainable_variables() if 'AuxLogits' not in v.op.name]
+        measured = sum(int(np.prod(v.shape)) for v in trainable)
+    assert {k: shapes.get(k) for k in variables} == variables
+    assert measured == count
+    assert abs(measured - published) / published < 0.01
