@@ -11,12 +11,10 @@ prepare() converts them once into TFRecord shards of slim's records:
   'size' for 6 spelled 'six').
 """
 import os
-import struct
-import zlib
 
 import numpy as np
 
-from datasets import dataset_utils
+from datasets import conversion, dataset_utils
 
 SPLITS_TO_SIZES = {'train': 1437, 'test': 360}
 NUM_CLASSES = 10
@@ -51,34 +49,12 @@ def shard_paths(dataset_dir, split_name):
             for shard in range(NUM_SHARDS[split_name])]
 
 
-def _png_chunk(kind, data):
-    return (struct.pack('>I', len(data)) + kind + data
-            + struct.pack('>I', zlib.crc32(kind + data)))
-
-
-def encode_png(image):
-    """PNG bytes of a uint8 [height, width] grayscale image (pure Python, no TensorFlow)."""
-    height, width = image.shape
-    # Each scanline starts with filter type 0 (none).
-    scanlines = b''.join(b'\x00' + row.tobytes() for row in image)
-    header = struct.pack('>IIBBBBB', width, height, 8, 0, 0, 0, 0)  # 8-bit grayscale
-    return (b'\x89PNG\r\n\x1a\n' + _png_chunk(b'IHDR', header)
-            + _png_chunk(b'IDAT', zlib.compress(scanlines, 9)) + _png_chunk(b'IEND', b''))
-
-
 def load_images():
     """All 1,797 digits as (uint8 images [1797, 8, 8] in 0..255, int labels [1797])."""
     from sklearn.datasets import load_digits  # Only needed to convert.
     digits = load_digits()
     images = np.round(digits.images * 255 / 16).astype(np.uint8)
     return images, digits.target
-
-
-def _serialized_examples(images, labels, indices):
-    for index in indices:
-        yield dataset_utils.image_to_tfexample(
-            encode_png(images[index]), b'png', IMAGE_SIZE, IMAGE_SIZE,
-            int(labels[index])).SerializeToString()
 
 
 def prepare(dataset_dir=None):
@@ -92,18 +68,20 @@ def prepare(dataset_dir=None):
     dataset_dir = default_dir() if dataset_dir is None else os.path.expanduser(dataset_dir)
     if os.path.exists(dataset_dir) and not os.path.isdir(dataset_dir):
         raise ValueError(f'dataset_dir {dataset_dir!r} is a file, not a directory')
-    missing = {split_name: [(shard, path)
-                            for shard, path in enumerate(shard_paths(dataset_dir, split_name))
-                            if not os.path.isfile(path)]
-               for split_name in SPLITS_TO_SIZES}
-    if not any(missing.values()) and dataset_utils.has_labels(dataset_dir):
+    complete = all(os.path.isfile(path) for split_name in SPLITS_TO_SIZES
+                   for path in shard_paths(dataset_dir, split_name))
+    if complete and dataset_utils.has_labels(dataset_dir):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
     images, labels = load_images()
-    for split_name, shards in missing.items():
-        shard_indices = np.array_split(split_indices(split_name), NUM_SHARDS[split_name])
-        for shard, path in shards:
-            dataset_utils.write_tfrecord(
-                path, _serialized_examples(images, labels, shard_indices[shard]))
+
+    def to_example(index):
+        return dataset_utils.image_to_tfexample(
+            conversion.encode_png(images[index]), b'png', IMAGE_SIZE, IMAGE_SIZE,
+            int(labels[index])).SerializeToString()
+
+    for split_name in SPLITS_TO_SIZES:
+        conversion.write_shards(dataset_dir, FILE_PREFIX, split_name, split_indices(split_name),
+                                NUM_SHARDS[split_name], to_example)
     dataset_utils.write_label_file(dict(enumerate(CLASS_NAMES)), dataset_dir)
     return dataset_dir
