@@ -182,7 +182,8 @@ def build_and_train(f):
                                                     f.ignore_missing_vars)
         hooks = ([optimizer.make_session_run_hook(is_chief)] if f.sync_replicas else [])
         monitor = training.MonitorHook(train_tensor, learning_rate, examples_per_step,
-                                       f.log_every_n_steps, f.train_dir if is_chief else None)
+                                       f.log_every_n_steps, f.train_dir if is_chief else None,
+                                       last_step=f.max_number_of_steps or None)
         fileio.write_json_atomically(os.path.join(f.train_dir, 'run_config.json'), {
             'flags': {name: f[name].value for name in f if name not in _FOREIGN_FLAGS},
             'placement': model_deploy.placement_plan(config).splitlines(),
@@ -190,13 +191,16 @@ def build_and_train(f):
             'image_size': image_size, 'num_samples': split.num_samples})
 
         last_step = training.train(
-            train_tensor, f.train_dir, monitor, f.max_number_of_steps or None,
-            master=f.master, is_chief=is_chief,
+            train_tensor, f.train_dir, monitor, master=f.master, is_chief=is_chief,
             scaffold=tf.train.Scaffold(summary_op=summary_op, init_fn=init_fn), hooks=hooks,
             save_summaries_secs=f.save_summaries_secs, save_interval_secs=f.save_interval_secs,
             config=training.session_config(num_cpu_devices, f.log_device_placement))
-    tf.logging.info('Finished training at global step %s; checkpoints in %s',
-                    last_step, f.train_dir)
+    if last_step is None:
+        tf.logging.info('Nothing to train: %s is at global step %d already', f.train_dir,
+                        f.max_number_of_steps)
+    else:
+        tf.logging.info('Finished training at global step %d; checkpoints in %s', last_step,
+                        f.train_dir)
 
 
 def main(argv):

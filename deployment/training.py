@@ -1,7 +1,7 @@
 """The training loop: tf.compat.v1.train.MonitoredTrainingSession with slim's behaviour.
 
 Checkpoints and summaries go to train_dir (chief only); a restarted run resumes from the
-latest checkpoint there; the loop stops at max_number_of_steps or on a non-finite loss.
+latest checkpoint there; the loop stops at the last step or on a non-finite loss.
 """
 import math
 import time
@@ -27,7 +27,8 @@ def session_config(num_cpu_devices=None, log_device_placement=False):
 
 
 class MonitorHook(tf.train.SessionRunHook):
-    """Checks the loss every step and logs progress every `every_n_steps` local steps.
+    """Checks the loss every step, logs progress every `every_n_steps` local steps and
+    stops training at global step `last_step` (None: never).
 
     train_tensor: the tensor each step runs; it must return the loss (as deploy()'s
     train_op does). Logs global step, loss, learning rate, global examples/sec and
@@ -40,22 +41,28 @@ class MonitorHook(tf.train.SessionRunHook):
     """
 
     def __init__(self, train_tensor, learning_rate, examples_per_step, every_n_steps,
-                 summary_dir=None):
+                 summary_dir=None, last_step=None):
         self._train_tensor = train_tensor
+        self._last_step = last_step
         self._learning_rate = learning_rate
         self._examples_per_step = examples_per_step
         self._every_n_steps = every_n_steps
         self._summary_dir = summary_dir
 
     def begin(self):
+        self._global_step = tf.train.get_global_step()
         with tf.control_dependencies([self._train_tensor]):  # The step after the update.
-            global_step = tf.identity(tf.train.get_global_step())
+            step_after_update = tf.identity(self._global_step)
         self._fetches = {'loss': self._train_tensor, 'learning_rate': self._learning_rate,
-                         'global_step': global_step}
+                         'global_step': step_after_update}
         self.global_step = None  # The last global step seen, None before the first run.
         self._local_steps = 0
         self._last_time = None
         self._last_global_step = None
+
+    def after_create_session(self, session, coord):
+        if self._last_step and session.run(self._global_step) >= self._last_step:
+            coord.request_stop()  # Restored at the last step already: run none.
 
     def before_run(self, run_context):
         return tf.train.SessionRunArgs(self._fetches)
@@ -68,6 +75,8 @@ class MonitorHook(tf.train.SessionRunHook):
             raise NonFiniteLossError(
                 f'loss is {loss} at global step {step}: training stopped; the checkpoints '
                 'already in train_dir are kept (try a lower --learning_rate)')
+        if self._last_step and step >= self._last_step:
+            run_context.request_stop()
         self._local_steps += 1
         now = time.time()
         if self._last_time is None:  # The first step includes start-up: measure from it.
@@ -90,19 +99,15 @@ class MonitorHook(tf.train.SessionRunHook):
         self._last_local_steps = self._local_steps
 
 
-def train(train_tensor, train_dir, monitor, max_number_of_steps=None, master='', is_chief=True,
-          scaffold=None, hooks=(), chief_only_hooks=(), save_summaries_secs=600,
-          save_interval_secs=600, config=None):
-    """Runs `train_tensor` until global step `max_number_of_steps` (None: forever).
+def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=None, hooks=(),
+          chief_only_hooks=(), save_summaries_secs=600, save_interval_secs=600, config=None):
+    """Runs `train_tensor` until `monitor` (a MonitorHook) stops it at its last step.
 
-    monitor: the MonitorHook, run before the checkpoint hook and every other hook.
-    scaffold: a tf.train.Scaffold (summary op, fine-tuning init_fn), None for the default.
-    Returns the last global step run, or None if no step ran (e.g. the checkpoint was
-    already at max_number_of_steps).
+    The monitor runs before the checkpoint hook and every other hook. scaffold: a
+    tf.train.Scaffold (summary op, fine-tuning init_fn), None for the default. Returns the
+    last global step run, or None if no step ran (the checkpoint was at the last step).
     """
     hooks = list(hooks)
-    if max_number_of_steps:
-        hooks.append(tf.train.StopAtStepHook(last_step=max_number_of_steps))
     # MonitoredTrainingSession runs chief-only hooks before its checkpoint hook and the
     # other hooks after it: the monitor must see a non-finite loss before a save can.
     chief_only_hooks = [monitor, *chief_only_hooks] if is_chief else list(chief_only_hooks)

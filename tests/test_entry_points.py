@@ -49,13 +49,16 @@ def digits_dir(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def trained(digits_dir, tmp_path_factory):
-    """train_dir after 6 steps with 2 clones, then a resumed run to step 10."""
+    """train_dir after 6 steps with 2 clones, then a resumed run to step 10, then a rerun
+    that finds nothing left to train."""
     train_dir = tmp_path_factory.mktemp('train')
     common = [f'--train_dir={train_dir}', f'--dataset_dir={digits_dir}', '--num_clones=2',
               '--batch_size=16', '--log_every_n_steps=2', '--save_summaries_secs=1']
     first = run_script('train_image_classifier.py', *common, '--max_number_of_steps=6')
     assert checkpoint_step(train_dir) == 6
     second = run_script('train_image_classifier.py', *common, '--max_number_of_steps=10')
+    third = run_script('train_image_classifier.py', *common, '--max_number_of_steps=10')
+    assert 'is at global step 10 already' in third.stderr and checkpoint_step(train_dir) == 10
     return train_dir, first.stderr, second.stderr
 
 

@@ -19,11 +19,11 @@ def test_non_finite_loss_stops_before_it_is_checkpointed(tmp_path):
     with tf.Graph().as_default():
         train_tensor = build_counter_loss(nan_after=3)
         monitor = training.MonitorHook(train_tensor, tf.constant(0.1), 8, every_n_steps=1,
-                                       summary_dir=str(tmp_path))
+                                       summary_dir=str(tmp_path), last_step=10)
         with pytest.raises(training.NonFiniteLossError, match='loss is nan at global step 4'):
             # A checkpoint after every step: the step that went NaN must not be one.
-            training.train(train_tensor, str(tmp_path), monitor, max_number_of_steps=10,
-                           save_interval_secs=1e-9, save_summaries_secs=1e-9)
+            training.train(train_tensor, str(tmp_path), monitor, save_interval_secs=1e-9,
+                           save_summaries_secs=1e-9)
     latest = tf.train.latest_checkpoint(str(tmp_path))
     assert latest.endswith('model.ckpt-3')
     assert tf.train.load_checkpoint(latest).get_tensor('x') == 3.0
@@ -31,12 +31,13 @@ def test_non_finite_loss_stops_before_it_is_checkpointed(tmp_path):
 
 def test_monitor_logs_and_training_resumes(tmp_path, caplog):
     caplog.set_level('INFO')
-    for last_step in (4, 6):
+    for last_step, steps_run in ((4, 4), (6, 6), (6, None)):
         with tf.Graph().as_default():
             train_tensor = build_counter_loss(nan_after=100)
-            monitor = training.MonitorHook(train_tensor, tf.constant(0.25), 64, every_n_steps=2)
-            assert training.train(train_tensor, str(tmp_path), monitor,
-                                  max_number_of_steps=last_step) == last_step
+            monitor = training.MonitorHook(train_tensor, tf.constant(0.25), 64, every_n_steps=2,
+                                           last_step=last_step)
+            # The third run restores step 6 and runs no step at all.
+            assert training.train(train_tensor, str(tmp_path), monitor) == steps_run
     messages = [r.getMessage() for r in caplog.records if 'examples/sec' in r.getMessage()]
     # Every 2nd local step (the first one starts the clock); the rerun resumes at step 4.
     assert [m.split(':')[0] for m in messages] == ['step 2', 'step 4', 'step 6']
