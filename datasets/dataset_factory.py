@@ -20,6 +20,7 @@ class DatasetInfo:
     file_pattern: the split's file glob inside dataset_dir, '%s' standing for the split
     name. prepare: for an embedded dataset, prepare(dataset_dir or None) writes it if
     needed and returns its directory; None for datasets converted beforehand.
+    has_bboxes, has_class_text: as in DatasetSplit.
     """
     splits_to_sizes: dict
     num_classes: int
@@ -27,6 +28,8 @@ class DatasetInfo:
     channels: int
     items_to_descriptions: dict
     prepare: Callable[[str | None], str] | None = None
+    has_bboxes: bool = False
+    has_class_text: bool = False
 
 
 _DATASETS = {
@@ -64,15 +67,25 @@ _DATASETS = {
         num_classes=1001,
         file_pattern='%s-*',
         channels=3,
-        items_to_descriptions={'image': 'A color image of varying size.',
-                               'label': 'The class, an integer from 1 to 1000; 0 is background.'}),
+        items_to_descriptions={
+            'image': 'A color image of varying size.',
+            'label': 'The class, an integer from 1 to 1000; 0 is background.',
+            'object/bbox': 'Boxes [ymin, xmin, ymax, xmax] around the objects, relative.',
+            'object/label': 'The class of each box.',
+            'synset': 'The class\'s WordNet synset id, e.g. n01440764.',
+            'label_text': 'The class\'s human-readable name.'},
+        has_bboxes=True, has_class_text=True),
     'visualwakewords': DatasetInfo(
         splits_to_sizes={'train': 82783, 'val': 40504},
         num_classes=2,
         file_pattern='%s.record-*',
         channels=3,
-        items_to_descriptions={'image': 'A color image of varying size.',
-                               'label': '1 if the image shows a person, else 0.'}),
+        items_to_descriptions={
+            'image': 'A color image of varying size.',
+            'label': '1 if the image shows a person, else 0.',
+            'object/bbox': 'Boxes [ymin, xmin, ymax, xmax] around the persons, relative.',
+            'object/label': 'The class of each box.'},
+        has_bboxes=True),
 }
 
 DATASET_NAMES = tuple(sorted(_DATASETS))
@@ -115,6 +128,8 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None, reader=None):
                          if dataset_utils.has_labels(dataset_dir) else None),
         items_to_descriptions=entry.items_to_descriptions,
         channels=entry.channels,
-        reader=reader)
+        reader=reader,
+        has_bboxes=entry.has_bboxes,
+        has_class_text=entry.has_class_text)
     split.files()  # Fails now, with the directory and pattern, if the split has no files.
     return split

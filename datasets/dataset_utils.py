@@ -25,6 +25,17 @@ _KEYS_TO_FEATURES = {
     'image/format': tf.io.FixedLenFeature([], tf.string, default_value='png'),
     'image/class/label': tf.io.FixedLenFeature([], tf.int64),
 }
+# Object boxes (imagenet, visualwakewords): relative coordinates, one entry per box.
+_BBOX_FEATURES = {
+    **{f'image/object/bbox/{side}': tf.io.VarLenFeature(tf.float32)
+       for side in ('xmin', 'ymin', 'xmax', 'ymax')},
+    'image/object/bbox/label': tf.io.VarLenFeature(tf.int64),
+}
+# The class's synset id and human-readable name (imagenet).
+_CLASS_TEXT_FEATURES = {
+    'image/class/synset': tf.io.FixedLenFeature([], tf.string, default_value=''),
+    'image/class/text': tf.io.FixedLenFeature([], tf.string, default_value=''),
+}
 
 
 def _as_list(values):
@@ -118,7 +129,8 @@ class DatasetSplit:
     labels_to_names: {int label: class name} from labels.txt, or None without one.
     items_to_descriptions: {'image': ..., 'label': ...} in words. channels: 1 or 3, the
     channels images decode to. reader: the v1 reader class for as_slim_dataset(); None
-    means tf.compat.v1.TFRecordReader.
+    means tf.compat.v1.TFRecordReader. has_bboxes: records carry object boxes;
+    has_class_text: records carry the class's synset and human-readable name.
     """
     name: str
     split_name: str
@@ -129,6 +141,8 @@ class DatasetSplit:
     items_to_descriptions: dict
     channels: int
     reader: type | None = None
+    has_bboxes: bool = False
+    has_class_text: bool = False
 
     def __post_init__(self):
         if self.channels not in (1, 3):
@@ -142,10 +156,17 @@ class DatasetSplit:
                     '(create them with download_and_convert_data.py)')
         if not os.path.isdir(dataset_dir):
             raise ValueError(f'dataset_dir {dataset_dir!r} does not exist; expected {expected}')
-        files = sorted(glob.glob(self.file_pattern))
+        # A converter's '<shard>.tmp-<pid>' files are unfinished: never read them.
+        files = sorted(f for f in glob.glob(self.file_pattern) if '.tmp-' not in f)
         if not files:
             raise ValueError(f'dataset_dir {dataset_dir!r} holds no {expected}')
         return files
+
+    @property
+    def features(self):
+        """The tf.io feature spec of the split's records (for tf.io.parse_example)."""
+        return {**_KEYS_TO_FEATURES, **(_BBOX_FEATURES if self.has_bboxes else {}),
+                **(_CLASS_TEXT_FEATURES if self.has_class_text else {})}
 
     def parse(self, serialized):
         """Parses one serialized tf.Example (a string tensor), in a graph or eagerly.
@@ -158,14 +179,23 @@ class DatasetSplit:
         return image, features['image/class/label']
 
     def as_slim_dataset(self):
-        """This split as a tf_slim.data.dataset.Dataset with items 'image' and 'label'.
+        """This split as a tf_slim.data.dataset.Dataset with items 'image' and 'label', plus
+        'object/bbox' (float32 [boxes, 4]: ymin, xmin, ymax, xmax) and 'object/label' with
+        has_bboxes, and 'synset' and 'label_text' with has_class_text.
 
         Also carries num_classes and labels_to_names, as slim's dataset modules do.
         """
-        decoder = slim.tfexample_decoder.TFExampleDecoder(_KEYS_TO_FEATURES, {
-            'image': slim.tfexample_decoder.Image(channels=self.channels),
-            'label': slim.tfexample_decoder.Tensor('image/class/label'),
-        })
+        handlers = slim.tfexample_decoder
+        items = {'image': handlers.Image(channels=self.channels),
+                 'label': handlers.Tensor('image/class/label')}
+        if self.has_bboxes:
+            items['object/bbox'] = handlers.BoundingBox(['ymin', 'xmin', 'ymax', 'xmax'],
+                                                        'image/object/bbox/')
+            items['object/label'] = handlers.Tensor('image/object/bbox/label')
+        if self.has_class_text:
+            items['synset'] = handlers.Tensor('image/class/synset')
+            items['label_text'] = handlers.Tensor('image/class/text')
+        decoder = handlers.TFExampleDecoder(self.features, items)
         return slim.dataset.Dataset(
             data_sources=self.files(),
             reader=self.reader or tf.TFRecordReader,
