@@ -1,13 +1,15 @@
 """Machinery shared by the dataset converters: sharded, atomic, resumable, parallel writes.
 
-A converter lists its examples (cheap descriptions: file paths, array indices), then
-write_shards() turns them into TFRecord shards: each shard is written by one worker
-thread to a temporary name and renamed when whole, so a shard file that exists is
-complete and a rerun skips it. Progress goes to stderr.
+A converter names its shard files (shard_paths(), slim_shard_paths() or split_files()),
+returns at once if is_complete(), lists its examples (cheap descriptions: file paths,
+array indices), then, inside labels_written_last(), write_shards() turns them into
+TFRecord shards: each shard is written by one worker thread to a temporary name and
+renamed when whole, so a shard file that exists is complete and a rerun skips it;
+labels.txt comes last, so it marks a complete conversion. Progress goes to stderr.
 """
 import concurrent.futures
+import contextlib
 import os
-import shutil
 import struct
 import sys
 import threading
@@ -16,6 +18,7 @@ import urllib.request
 import zlib
 
 import numpy as np
+import tensorflow as tf
 
 from datasets import dataset_utils
 from deployment import fileio
@@ -51,22 +54,63 @@ class Progress:
         self._last_draw = time.monotonic()
 
 
-def write_shards(dataset_dir, prefix, split_name, items, num_shards, to_example,
-                 num_workers=None):
-    """Writes `items` into num_shards TFRecord shards; returns the shard paths.
+def shard_paths(dataset_dir, prefix, split_name, num_shards):
+    """The paths '<prefix>_<split_name>_00000-of-<num_shards:05d>.tfrecord' ... in order."""
+    return [dataset_utils.shard_filename(dataset_dir, prefix, split_name, shard, num_shards)
+            for shard in range(num_shards)]
 
-    items: a sequence; shard i holds np.array_split(items, num_shards)[i], in order.
-    to_example(item) -> serialized tf.train.Example (bytes); it may raise ConversionError.
-    Shards whose file already exists are complete and are skipped. num_workers: threads
-    writing shards at once (None: the number of CPUs).
+
+def slim_shard_paths(dataset_dir, base, num_shards):
+    """The paths '<dataset_dir>/<base>-00000-of-<num_shards:05d>' ..., in order."""
+    if num_shards < 1:
+        raise ValueError(f'num_shards must be at least 1, got {num_shards}')
+    return [os.path.join(dataset_dir, f'{base}-{shard:05d}-of-{num_shards:05d}')
+            for shard in range(num_shards)]
+
+
+def split_files(dataset_dir, file_pattern, split_names):
+    """{split name: its one record file, dataset_dir/(file_pattern % split name)}."""
+    return {split_name: os.path.join(dataset_dir, file_pattern % split_name)
+            for split_name in split_names}
+
+
+def is_complete(dataset_dir, paths):
+    """Whether every path in `paths` and dataset_dir's labels.txt exist."""
+    return dataset_utils.has_labels(dataset_dir) and all(map(os.path.isfile, paths))
+
+
+@contextlib.contextmanager
+def labels_written_last(dataset_dir, labels_to_names):
+    """Runs the block (writing the shards), then writes labels.txt atomically.
+
+    First raises ConversionError naming dataset_dir's labels.txt if it exists with labels
+    other than labels_to_names ({int label: class name}): a foreign file is never replaced.
     """
-    paths = [dataset_utils.shard_filename(dataset_dir, prefix, split_name, shard, num_shards)
-             for shard in range(num_shards)]
+    path = os.path.join(dataset_dir, dataset_utils.LABELS_FILENAME)
+    if os.path.lexists(path):
+        try:
+            existing = dataset_utils.read_label_file(dataset_dir)
+        except (ValueError, OSError):  # UnicodeDecodeError is a ValueError.
+            existing = None
+        if existing != labels_to_names:
+            raise ConversionError(
+                f'{path}: exists but is not this dataset\'s labels file; move it away')
+    yield
+    dataset_utils.write_label_file(labels_to_names, dataset_dir)
+
+
+def write_shards(paths, items, to_example, label, num_workers=None):
+    """Writes `items` into the TFRecord shards `paths`; returns paths.
+
+    items: a sequence; shard i holds np.array_split(items, len(paths))[i], in order.
+    to_example(item) -> serialized tf.train.Example (bytes); it may raise ConversionError.
+    Shards whose file already exists are complete and are skipped. label: the progress
+    bar's. num_workers: threads writing shards at once (None: the number of CPUs).
+    """
     bounds = np.cumsum([0] + [len(part) for part in np.array_split(np.arange(len(items)),
-                                                                   num_shards)])
+                                                                   len(paths))])
     todo = [shard for shard, path in enumerate(paths) if not os.path.exists(path)]
-    progress = Progress(f'{prefix} {split_name}',
-                        sum(int(bounds[s + 1] - bounds[s]) for s in todo))
+    progress = Progress(label, sum(int(bounds[s + 1] - bounds[s]) for s in todo))
 
     def write(shard):
         def examples():
@@ -79,6 +123,39 @@ def write_shards(dataset_dir, prefix, split_name, items, num_shards, to_example,
         for future in [pool.submit(write, shard) for shard in todo]:
             future.result()  # Re-raises the first worker error.
     return paths
+
+
+def write_png_shards(paths, images, labels, label, num_workers=None):
+    """write_shards() of uint8 images [N, height, width(, 1 or 3)] as PNG records with the
+    int labels [N]."""
+    height, width = images.shape[1:3]
+
+    def to_example(index):
+        return dataset_utils.image_to_tfexample(
+            encode_png(images[index]), b'png', height, width,
+            int(labels[index])).SerializeToString()
+    return write_shards(paths, range(len(images)), to_example, label, num_workers)
+
+
+def read_jpeg(path, name=None):
+    """(bytes, height, width) of the JPEG file `path`; name: what errors call it (the path
+    if None)."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    try:
+        height, width, _ = tf.io.extract_jpeg_shape(data).numpy()
+    except tf.errors.InvalidArgumentError:
+        raise ConversionError(f'{name or path}: not a JPEG image') from None
+    return data, int(height), int(width)
+
+
+def add_boxes(example, boxes):
+    """Adds boxes [[xmin, ymin, xmax, ymax] relative, ...] to the tf.train.Example `example`
+    as the float lists image/object/bbox/{xmin,ymin,xmax,ymax}."""
+    columns = np.reshape(boxes, (-1, 4)).T.tolist()
+    for key, values in zip(('xmin', 'ymin', 'xmax', 'ymax'), columns):
+        example.features.feature[f'image/object/bbox/{key}'].CopyFrom(
+            dataset_utils.float_feature(values))
 
 
 def encode_png(image):

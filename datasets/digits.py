@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from datasets import conversion, dataset_utils
+from datasets import conversion
 
 SPLITS_TO_SIZES = {'train': 1437, 'test': 360}
 NUM_CLASSES = 10
@@ -44,9 +44,7 @@ def split_indices(split_name):
 
 def shard_paths(dataset_dir, split_name):
     """The paths of a split's shards, in order."""
-    return [dataset_utils.shard_filename(dataset_dir, FILE_PREFIX, split_name, shard,
-                                         NUM_SHARDS[split_name])
-            for shard in range(NUM_SHARDS[split_name])]
+    return conversion.shard_paths(dataset_dir, FILE_PREFIX, split_name, NUM_SHARDS[split_name])
 
 
 def load_images():
@@ -62,26 +60,21 @@ def prepare(dataset_dir=None):
 
     dataset_dir: None means default_dir(); '~' is expanded; it is created if missing. The
     dataset is complete when every shard and labels.txt exist; otherwise the missing shards
-    are written, then labels.txt last. Files are written atomically, so an interrupted run
-    leaves at most '*.tmp-<pid>' files, which readers ignore, and the next call resumes.
+    are written, then labels.txt last (a labels.txt with other labels is an error, never
+    replaced). Files are written atomically, so an interrupted run leaves at most
+    '*.tmp-<pid>' files, which readers ignore, and the next call resumes.
     """
     dataset_dir = default_dir() if dataset_dir is None else os.path.expanduser(dataset_dir)
     if os.path.exists(dataset_dir) and not os.path.isdir(dataset_dir):
         raise ValueError(f'dataset_dir {dataset_dir!r} is a file, not a directory')
-    complete = all(os.path.isfile(path) for split_name in SPLITS_TO_SIZES
-                   for path in shard_paths(dataset_dir, split_name))
-    if complete and dataset_utils.has_labels(dataset_dir):
+    paths = {split_name: shard_paths(dataset_dir, split_name) for split_name in SPLITS_TO_SIZES}
+    if conversion.is_complete(dataset_dir, sum(paths.values(), [])):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
     images, labels = load_images()
-
-    def to_example(index):
-        return dataset_utils.image_to_tfexample(
-            conversion.encode_png(images[index]), b'png', IMAGE_SIZE, IMAGE_SIZE,
-            int(labels[index])).SerializeToString()
-
-    for split_name in SPLITS_TO_SIZES:
-        conversion.write_shards(dataset_dir, FILE_PREFIX, split_name, split_indices(split_name),
-                                NUM_SHARDS[split_name], to_example)
-    dataset_utils.write_label_file(dict(enumerate(CLASS_NAMES)), dataset_dir)
+    with conversion.labels_written_last(dataset_dir, dict(enumerate(CLASS_NAMES))):
+        for split_name, split_paths in paths.items():
+            indices = split_indices(split_name)
+            conversion.write_png_shards(split_paths, images[indices], labels[indices],
+                                        f'{FILE_PREFIX} {split_name}')
     return dataset_dir

@@ -22,8 +22,9 @@ def read_shards(paths):
 
 def test_write_shards_splits_in_order_and_skips_complete_shards(tmp_path):
     items = list(range(10))
-    paths = conversion.write_shards(str(tmp_path), 'toy', 'train', items, 3,
-                                    lambda i: b'%d' % i, num_workers=2)
+    paths = conversion.shard_paths(str(tmp_path), 'toy', 'train', 3)
+    assert conversion.write_shards(paths, items, lambda i: b'%d' % i, 'toy train',
+                                   num_workers=2) == paths
     assert [os.path.basename(p) for p in paths] == [
         f'toy_train_0000{i}-of-00003.tfrecord' for i in range(3)]
     assert read_shards(paths) == [[b'0', b'1', b'2', b'3'], [b'4', b'5', b'6'],
@@ -34,7 +35,7 @@ def test_write_shards_splits_in_order_and_skips_complete_shards(tmp_path):
     def to_example(item):
         written.append(item)
         return b'%d' % item
-    conversion.write_shards(str(tmp_path), 'toy', 'train', items, 3, to_example)
+    conversion.write_shards(paths, items, to_example, 'toy train')
     assert written == [4, 5, 6]  # Only the missing shard is written again.
     assert read_shards(paths)[1] == [b'4', b'5', b'6']
 
@@ -45,8 +46,8 @@ def test_a_failing_example_leaves_no_shard_that_looks_complete(tmp_path):
             raise conversion.ConversionError('item 7: corrupt')
         return b'x'
     with pytest.raises(conversion.ConversionError, match='item 7: corrupt'):
-        conversion.write_shards(str(tmp_path), 'toy', 'train', list(range(10)), 2, to_example,
-                                num_workers=1)
+        conversion.write_shards(conversion.shard_paths(str(tmp_path), 'toy', 'train', 2),
+                                list(range(10)), to_example, 'toy train', num_workers=1)
     assert sorted(os.listdir(tmp_path)) == ['toy_train_00000-of-00002.tfrecord']
 
 

@@ -1,0 +1,133 @@
+r"""Downloads a dataset and converts it into TFRecord shards of slim's records + labels.txt.
+
+    python download_and_convert_data.py --dataset_name=digits [--dataset_dir=DIR]
+    python download_and_convert_data.py --dataset_name=mnist --dataset_dir=DIR \
+        [--source=DIR_OF_THE_FOUR_IDX_GZ_FILES]
+    python download_and_convert_data.py --dataset_name=cifar10 --dataset_dir=DIR \
+        [--source=~/Downloads/cifar-10-python.tar.gz]
+    python download_and_convert_data.py --dataset_name=flowers --dataset_dir=DIR \
+        [--source=flower_photos.tgz]
+    python download_and_convert_data.py --dataset_name=imagenet --dataset_dir=DIR \
+        --source=IMAGENET_DIR [--bounding_boxes=boxes.csv] [--synsets_file=FILE] \
+        [--metadata_file=FILE] [--validation_labels_file=FILE]
+    python download_and_convert_data.py --dataset_name=visualwakewords --dataset_dir=DIR \
+        [--source=COCO2014_DIR] [--small_object_area_threshold=0.005] \
+        [--foreground_class_of_interest=person]
+
+Without --source the published archive is downloaded into dataset_dir and kept there;
+with it, the local archive or extracted directory is read and left as it is (ImageNet has
+no anonymous download: --source is required; see datasets/imagenet.py for its layout).
+A rerun completes an interrupted conversion and returns at once for a complete one. The
+embedded 'digits' needs no download: this converts them (into --dataset_dir or their
+default directory) and prints where they are. The other flags are options of one
+converter each (CONVERTER_OPTIONS); giving one for another dataset is an error.
+"""
+import importlib
+import os
+
+from absl import flags
+
+from datasets import dataset_factory, digits
+from deployment import cli, fileio
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_enum('dataset_name', None, dataset_factory.DATASET_NAMES, 'Dataset to convert.')
+flags.DEFINE_string('dataset_dir', None, 'Directory for the TFRecord files and labels.txt '
+                    '(created if missing; other files in it are left alone). Required but '
+                    'for digits.')
+flags.DEFINE_string('source', None, 'Local archive or extracted directory to convert instead '
+                    'of downloading (mnist: the directory holding the four idx .gz files).')
+
+
+class _PathParser(flags.ArgumentParser):
+    """Parses a file path flag, expanding a leading '~'."""
+
+    def parse(self, argument):
+        return os.path.expanduser(argument)
+
+
+def _define_path(name, help_text):
+    flags.DEFINE(_PathParser(), name, None, help_text, serializer=flags.ArgumentSerializer())
+
+
+_define_path('bounding_boxes', "imagenet: bounding boxes as slim's CSV, 'file name,xmin,ymin,"
+             "xmax,ymax' lines (relative coordinates); none without it.")
+_define_path('synsets_file', 'imagenet: the list of synsets, one per line (default: '
+             'imagenet_lsvrc_2015_synsets.txt in --source).')
+_define_path('metadata_file', 'imagenet: \'<synset>\\t<human name>\' lines (default: '
+             'imagenet_metadata.txt in --source).')
+_define_path('validation_labels_file', 'imagenet: the synset of each validation image, in '
+             'file-name order (default: imagenet_2012_validation_synset_labels.txt in --source).')
+flags.DEFINE_float('small_object_area_threshold', 0.005, 'visualwakewords: the fraction of '
+                   'the image area an object of the foreground class must exceed for label 1.')
+flags.DEFINE_string('foreground_class_of_interest', 'person', 'visualwakewords: the COCO '
+                    'category that makes label 1.')
+flags.mark_flag_as_required('dataset_name')
+
+# The flags each converter takes as keyword options, besides dataset_dir and source.
+CONVERTER_OPTIONS = {
+    'imagenet': ('bounding_boxes', 'synsets_file', 'metadata_file', 'validation_labels_file'),
+    'visualwakewords': ('small_object_area_threshold', 'foreground_class_of_interest'),
+}
+
+
+def load_converter(name):
+    """The convert(dataset_dir, source=None, **options) of module datasets.<name>, imported
+    on first use; ValueError if that module does not exist."""
+    module_name = f'datasets.{name}'
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != module_name:
+            raise
+        raise ValueError(f'dataset {name!r} has no converter (datasets/{name}.py is '
+                         'missing)') from None
+    return module.convert
+
+
+def download_and_convert(name, dataset_dir, source=None, **options):
+    """Converts dataset `name` into dataset_dir from source (None: download); returns the
+    directory holding the converted dataset ('~' expanded). options: the converter's own
+    keyword options (CONVERTER_OPTIONS[name])."""
+    if name == 'digits':
+        if source:
+            raise ValueError('--source does not apply to digits: they are embedded')
+        return digits.prepare(dataset_dir or None)
+    if not dataset_dir:
+        raise ValueError(f'--dataset_dir is required for dataset {name!r}')
+    dataset_dir = os.path.expanduser(dataset_dir)
+    fileio.check_writable_dir(dataset_dir, '--dataset_dir')
+    load_converter(name)(dataset_dir, source=os.path.expanduser(source) if source else None,
+                         **options)
+    return dataset_dir
+
+
+def converter_options(name):
+    """{option: flag value} of the flags in CONVERTER_OPTIONS[name]; ValueError if a flag
+    of another converter is given."""
+    for dataset, options in CONVERTER_OPTIONS.items():
+        given = [flag for flag in options if FLAGS[flag].present]
+        if dataset != name and given:
+            raise ValueError(f'--{given[0]} applies to {dataset} only, not to {name}')
+    return {flag: FLAGS[flag].value for flag in CONVERTER_OPTIONS.get(name, ())}
+
+
+def main(argv):
+    del argv
+    cli.setup_logging()
+    try:
+        dataset_dir = download_and_convert(FLAGS.dataset_name, FLAGS.dataset_dir, FLAGS.source,
+                                           **converter_options(FLAGS.dataset_name))
+    except (ValueError, OSError) as e:  # Bad input, a failed download, a full disk.
+        cli.fail(e)
+    print(f'{FLAGS.dataset_name}: converted into {dataset_dir}')
+
+
+def run():
+    """Console-script entry point."""
+    cli.run(main, __name__)
+
+
+if __name__ == '__main__':
+    run()
