@@ -170,7 +170,11 @@ class DeploymentConfig:
         """Device of the input pipeline: the worker's CPU."""
         return self._worker_device + '/device:CPU:0'
 
-    def _ps_devices(self):
+    def _variable_devices(self):
+        """The devices holding variables, in round-robin order: the PS tasks' CPUs, or the
+        local '/device:CPU:0' without PS tasks."""
+        if self._num_ps_tasks == 0:
+            return ['/device:CPU:0']
         return [f'/job:{self._ps_job_name}/task:{t}/device:CPU:0'
                 for t in range(self._num_ps_tasks)]
 
@@ -181,8 +185,8 @@ class DeploymentConfig:
         they are created) and leaves every other op where it was.
         """
         if self._num_ps_tasks == 0:
-            return '/device:CPU:0'
-        return _RoundRobinVariables(self._ps_devices())
+            return self._variable_devices()[0]
+        return _RoundRobinVariables(self._variable_devices())
 
     def caching_device(self):
         """None, or with PS tasks a device function caching variable reads on the reader's
@@ -207,11 +211,9 @@ def _require_graph_mode(function_name):
 
 def placement_plan(config):
     """Returns, as printable lines, which device holds each part of a deployment."""
-    if config.num_ps_tasks:
-        variables = 'round-robin over ' + ', '.join(config._ps_devices())
-    else:
-        variables = config.variables_device()
-    rows = [('variables', variables),
+    devices = config._variable_devices()
+    rows = [('variables', ', '.join(devices) if not config.num_ps_tasks
+             else 'round-robin over ' + ', '.join(devices)),
             ('inputs', config.inputs_device()),
             ('optimizer', config.optimizer_device())]
     for i in range(config.num_clones):
@@ -225,9 +227,7 @@ def placement_plan(config):
 def _clone_placement(config):
     """Device function placing variable ops on variables_device() and summary ops on the
     worker's CPU; every other op is left to the clone's device scope."""
-    variables = config.variables_device()
-    if isinstance(variables, str):
-        variables = _RoundRobinVariables([variables])
+    variables = _RoundRobinVariables(config._variable_devices())
     summaries_device = config.inputs_device()
 
     def place(op):
@@ -302,6 +302,12 @@ def _gather_clones_losses(clones, regularization_losses=None):
     return losses
 
 
+def _total_loss(losses):
+    """The sum of the clones' losses that are not None, named 'total_loss'; None if none."""
+    losses = [loss for loss in losses if loss is not None]
+    return tf.add_n(losses, name='total_loss') if losses else None
+
+
 def _sum_clones_gradients(clone_grads):
     """Sums per variable the gradients of all clones; drops variables with no gradient.
 
@@ -344,8 +350,7 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
     if not clones_grads:
         raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
                          'regularization losses: nothing to optimize')
-    total_loss = tf.add_n([loss for loss in losses if loss is not None], name='total_loss')
-    return total_loss, _sum_clones_gradients(clones_grads)
+    return _total_loss(losses), _sum_clones_gradients(clones_grads)
 
 
 def _add_gradients_summaries(grads_and_vars):
@@ -391,9 +396,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             with tf.control_dependencies([grad_updates, *update_ops]):
                 train_op = tf.identity(total_loss, name='train_op')
         else:
-            losses = [loss for loss in _gather_clones_losses(clones) if loss is not None]
-            if losses:
-                total_loss = tf.add_n(losses, name='total_loss')
+            total_loss = _total_loss(_gather_clones_losses(clones))
 
         summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
         if total_loss is not None:
