@@ -54,18 +54,16 @@ def build_inference_graph(f):
 
 def write_saved_model(directory, checkpoint, images, logits, probabilities):
     """Writes a SavedModel with the checkpoint's values, built in a temporary directory
-    next to `directory` and renamed into place."""
-    temporary = f'{directory.rstrip("/")}.tmp-{os.getpid()}'
-    builder = tf.saved_model.Builder(temporary)
+    next to `directory` and renamed into place (removed if anything fails)."""
     signature = tf.saved_model.predict_signature_def(
         inputs={'images': images}, outputs={'logits': logits, 'probabilities': probabilities})
-    with tf.Session() as sess:
+    with fileio.atomic_path(directory) as temporary, tf.Session() as sess:
+        builder = tf.saved_model.Builder(temporary)
         tf.train.Saver().restore(sess, checkpoint)
         builder.add_meta_graph_and_variables(
             sess, [tf.saved_model.SERVING],
             signature_def_map={tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY: signature})
-    builder.save()
-    os.replace(temporary, directory)
+        builder.save()
 
 
 def export(f):

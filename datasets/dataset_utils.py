@@ -156,8 +156,7 @@ class DatasetSplit:
                     '(create them with download_and_convert_data.py)')
         if not os.path.isdir(dataset_dir):
             raise ValueError(f'dataset_dir {dataset_dir!r} does not exist; expected {expected}')
-        # A converter's '<shard>.tmp-<pid>' files are unfinished: never read them.
-        files = sorted(f for f in glob.glob(self.file_pattern) if '.tmp-' not in f)
+        files = sorted(f for f in glob.glob(self.file_pattern) if not fileio.is_temporary(f))
         if not files:
             raise ValueError(f'dataset_dir {dataset_dir!r} holds no {expected}')
         return files

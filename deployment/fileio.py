@@ -2,19 +2,31 @@
 import contextlib
 import json
 import os
+import shutil
 import tempfile
+
+
+_TEMPORARY_MARK = '.tmp-'
+
+
+def is_temporary(path):
+    """Whether `path` is an unfinished atomic_path() file or directory (e.g. left by a
+    killed process): readers must never take it for data."""
+    return _TEMPORARY_MARK in os.path.basename(path)
 
 
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yields '<path>.tmp-<pid>' to write; renames it to `path` if the block succeeds and
-    removes it if the block fails."""
-    temp_path = f'{path}.tmp-{os.getpid()}'
+    """Yields '<path>.tmp-<pid>' to write (a file, or a directory to fill); renames it to
+    `path` if the block succeeds and removes it if the block fails."""
+    temp_path = f'{os.path.normpath(path)}{_TEMPORARY_MARK}{os.getpid()}'
     try:
         yield temp_path
         os.replace(temp_path, path)
     finally:
-        if os.path.exists(temp_path):
+        if os.path.isdir(temp_path):
+            shutil.rmtree(temp_path)
+        elif os.path.lexists(temp_path):
             os.remove(temp_path)
 
 

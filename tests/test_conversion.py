@@ -64,3 +64,4 @@ def test_require_file(tmp_path):
     with pytest.raises(conversion.ConversionError,
                        match=rf'^{tmp_path}/x.gz: missing; expected MNIST labels$'):
         conversion.require_file(str(tmp_path / 'x.gz'), 'MNIST labels')
+
