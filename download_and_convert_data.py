@@ -22,17 +22,18 @@ embedded 'digits' needs no download: this converts them (into --dataset_dir or t
 default directory) and prints where they are. The other flags are options of one
 converter each (CONVERTER_OPTIONS); giving one for another dataset is an error.
 """
-import importlib
 import os
 
 from absl import flags
 
-from datasets import dataset_factory, digits
+from datasets import dataset_factory
 from deployment import cli, fileio
+from deployment.errors import UsageError
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum('dataset_name', None, dataset_factory.DATASET_NAMES, 'Dataset to convert.')
+flags.DEFINE_string('dataset_name', None, 'Dataset to convert: '
+                    f'{", ".join(dataset_factory.DATASETS)}.')
 flags.DEFINE_string('dataset_dir', None, 'Directory for the TFRecord files and labels.txt '
                     '(created if missing; other files in it are left alone). Required but '
                     'for digits.')
@@ -72,44 +73,33 @@ CONVERTER_OPTIONS = {
 }
 
 
-def load_converter(name):
-    """The convert(dataset_dir, source=None, **options) of module datasets.<name>, imported
-    on first use; ValueError if that module does not exist."""
-    module_name = f'datasets.{name}'
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name != module_name:
-            raise
-        raise ValueError(f'dataset {name!r} has no converter (datasets/{name}.py is '
-                         'missing)') from None
-    return module.convert
-
-
 def download_and_convert(name, dataset_dir, source=None, **options):
     """Converts dataset `name` into dataset_dir from source (None: download); returns the
     directory holding the converted dataset ('~' expanded). options: the converter's own
-    keyword options (CONVERTER_OPTIONS[name])."""
-    if name == 'digits':
+    keyword options (CONVERTER_OPTIONS[name]). An embedded dataset (no converter) is
+    written into dataset_dir, or its default directory if None."""
+    entry = dataset_factory.DATASETS[name]
+    if entry.convert is None:
         if source:
-            raise ValueError('--source does not apply to digits: they are embedded')
-        return digits.prepare(dataset_dir or None)
+            raise UsageError(f'--source does not apply to {name}: it is embedded')
+        return entry.prepare(dataset_dir or None)
     if not dataset_dir:
-        raise ValueError(f'--dataset_dir is required for dataset {name!r}')
+        raise UsageError(f'--dataset_dir is required for dataset {name!r}: the directory '
+                         'to write its TFRecord files into')
     dataset_dir = os.path.expanduser(dataset_dir)
     fileio.check_writable_dir(dataset_dir, '--dataset_dir')
-    load_converter(name)(dataset_dir, source=os.path.expanduser(source) if source else None,
-                         **options)
+    entry.convert(dataset_dir, source=os.path.expanduser(source) if source else None,
+                  **options)
     return dataset_dir
 
 
 def converter_options(name):
-    """{option: flag value} of the flags in CONVERTER_OPTIONS[name]; ValueError if a flag
+    """{option: flag value} of the flags in CONVERTER_OPTIONS[name]; UsageError if a flag
     of another converter is given."""
     for dataset, options in CONVERTER_OPTIONS.items():
         given = [flag for flag in options if FLAGS[flag].present]
         if dataset != name and given:
-            raise ValueError(f'--{given[0]} applies to {dataset} only, not to {name}')
+            raise UsageError(f'--{given[0]} applies to {dataset} only, not to {name}')
     return {flag: FLAGS[flag].value for flag in CONVERTER_OPTIONS.get(name, ())}
 
 

@@ -16,14 +16,18 @@ import zlib
 
 import numpy as np
 
-from datasets import conversion, dataset_factory
+from datasets import conversion
+from deployment.errors import UsageError
 
 ARCHIVE = 'cifar-10-python.tar.gz'
 URL = 'https://www.cs.toronto.edu/~kriz/' + ARCHIVE
 ARCHIVE_DIR = 'cifar-10-batches-py'
 META = 'batches.meta'
+SPLITS_TO_SIZES = {'train': 50000, 'test': 10000}
 SPLIT_BATCHES = {'train': tuple(f'data_batch_{i}' for i in range(1, 6)),
                  'test': ('test_batch',)}
+FILE_PATTERN = 'cifar10_%s.tfrecord'  # A split's one file, '%s' the split name.
+NUM_CLASSES = 10
 IMAGE_SIZE = 32
 _PIXELS = 3 * IMAGE_SIZE * IMAGE_SIZE
 _EXPECTED_SOURCE = f'{ARCHIVE} or its extracted {ARCHIVE_DIR} directory'
@@ -49,10 +53,10 @@ def _unpickle(data, where):
     try:
         value = _BatchUnpickler(io.BytesIO(data), encoding='bytes').load()
     except Exception as e:  # Corrupt pickles raise errors of many types.
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{where}: not a CIFAR-10 pickle ({type(e).__name__}: {e})') from None
     if not isinstance(value, dict):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{where}: holds a {type(value).__name__}, expected a dict')
     return value
 
@@ -73,7 +77,7 @@ def _read_members(source, names):
                 contents[name] = f.read()
             where[name] = path
         return contents, where
-    conversion.require_file(source, _EXPECTED_SOURCE)
+    conversion.require_source(source, _EXPECTED_SOURCE)
     members = {f'{ARCHIVE_DIR}/{name}': name for name in names}
     contents = {}
     try:
@@ -83,11 +87,11 @@ def _read_members(source, names):
                 if name and member.isfile():
                     contents[name] = tar.extractfile(member).read()
     except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{source}: not a complete tar.gz archive ({e}); expected {ARCHIVE}') from None
     for member, name in members.items():
         if name not in contents:
-            raise conversion.ConversionError(f'{source}: has no {member}; expected {ARCHIVE}')
+            raise UsageError(f'{source}: has no {member}; expected {ARCHIVE}')
     return contents, {name: f'{source}:{member}' for member, name in members.items()}
 
 
@@ -95,9 +99,9 @@ def _label_names(data, where):
     """The class names in batches.meta's bytes `data`."""
     names = _unpickle(data, where).get(b'label_names')
     if (not isinstance(names, list) or not all(isinstance(n, bytes) for n in names)
-            or len(names) != dataset_factory.get_info('cifar10').num_classes):
-        raise conversion.ConversionError(
-            f'{where}: expected b\'label_names\', a list of 10 class names (bytes)')
+            or len(names) != NUM_CLASSES):
+        raise UsageError(
+            f'{where}: expected b\'label_names\', a list of {NUM_CLASSES} class names (bytes)')
     return [name.decode('utf-8') for name in names]
 
 
@@ -107,11 +111,11 @@ def _batch(data, where, num_classes):
     images, labels = batch.get(b'data'), batch.get(b'labels')
     if (not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 2
             or images.shape[1] != _PIXELS):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{where}: expected b\'data\', a uint8 array [N, {_PIXELS}]')
     if not isinstance(labels, list) or len(labels) != len(images) or not all(
             isinstance(label, int) and 0 <= label < num_classes for label in labels):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{where}: expected b\'labels\', a list of {len(images)} ints (one per image) '
             f'from 0 to {num_classes - 1}')
     images = images.reshape(-1, 3, IMAGE_SIZE, IMAGE_SIZE).transpose(0, 2, 3, 1)
@@ -125,8 +129,7 @@ def convert(dataset_dir, source=None):
     downloads the archive into dataset_dir (where it is kept). A split whose file exists
     is not converted again; labels.txt is written last.
     """
-    info = dataset_factory.get_info('cifar10')
-    paths = conversion.split_files(dataset_dir, info.file_pattern, info.splits_to_sizes)
+    paths = conversion.split_files(dataset_dir, FILE_PATTERN, SPLITS_TO_SIZES)
     if conversion.is_complete(dataset_dir, paths.values()):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)

@@ -5,10 +5,12 @@ returns at once if is_complete(), lists its examples (cheap descriptions: file p
 array indices), then, inside labels_written_last(), write_shards() turns them into
 TFRecord shards: each shard is written by one worker thread to a temporary name and
 renamed when whole, so a shard file that exists is complete and a rerun skips it;
-labels.txt comes last, so it marks a complete conversion. Progress goes to stderr.
+labels.txt comes last, so it marks a complete conversion. Bad input (a missing, corrupt or
+foreign file) raises UsageError naming the file.
 """
 import concurrent.futures
 import contextlib
+import math
 import os
 import struct
 import sys
@@ -19,37 +21,53 @@ import zlib
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from datasets import dataset_utils
 from deployment import fileio
-
-
-class ConversionError(ValueError):
-    """Bad input to a converter (missing, corrupt or foreign file); one line, names the file."""
+from deployment.errors import UsageError
 
 
 class Progress:
-    """A one-line progress bar on stderr: 'label [#####.....] done/total'."""
+    """Progress towards `total` steps, as a context manager around the work.
 
-    def __init__(self, label, total, stream=sys.stderr, width=30):
-        self._label, self._total, self._stream, self._width = label, total, stream, width
+    On a terminal `stream` (None: sys.stderr) it draws 'label [#####.....] done/total' in
+    place and ends the line on exit; elsewhere (a pipe, a log file) it logs one line,
+    'label: done/total done', when the block completes without an error.
+    """
+
+    def __init__(self, label, total, stream=None, width=30):
+        self._label, self._total, self._width = label, total, width
+        self._stream = stream or sys.stderr
+        self._in_place = self._stream.isatty()
         self._done = 0
         self._last_draw = 0.0
         self._lock = threading.Lock()
-        self._draw()
+
+    def __enter__(self):
+        if self._in_place:
+            self._draw()
+        return self
+
+    def __exit__(self, error_type, error, traceback):
+        if self._in_place:
+            self._draw()
+            self._stream.write('\n')
+            self._stream.flush()
+        elif error_type is None:
+            logging.info('%s: %d/%d done', self._label, self._done, self._total)
 
     def advance(self, count=1):
-        """Counts `count` more done; safe to call from several threads."""
+        """Counts `count` more steps done; safe to call from several threads."""
         with self._lock:
             self._done += count
-            if self._done >= self._total or time.monotonic() - self._last_draw > 0.2:
+            if self._in_place and time.monotonic() - self._last_draw > 0.2:
                 self._draw()
 
     def _draw(self):
-        filled = self._width * self._done // max(self._total, 1)
-        end = '\n' if self._done >= self._total else ''
+        filled = min(self._width * self._done // max(self._total, 1), self._width)
         self._stream.write(f'\r{self._label} [{"#" * filled}{"." * (self._width - filled)}] '
-                           f'{self._done}/{self._total}{end}')
+                           f'{self._done}/{self._total}')
         self._stream.flush()
         self._last_draw = time.monotonic()
 
@@ -83,17 +101,17 @@ def is_complete(dataset_dir, paths):
 def labels_written_last(dataset_dir, labels_to_names):
     """Runs the block (writing the shards), then writes labels.txt atomically.
 
-    First raises ConversionError naming dataset_dir's labels.txt if it exists with labels
+    First raises UsageError naming dataset_dir's labels.txt if it exists with labels
     other than labels_to_names ({int label: class name}): a foreign file is never replaced.
     """
     path = os.path.join(dataset_dir, dataset_utils.LABELS_FILENAME)
     if os.path.lexists(path):
         try:
             existing = dataset_utils.read_label_file(dataset_dir)
-        except (ValueError, OSError):  # UnicodeDecodeError is a ValueError.
+        except (UsageError, OSError):
             existing = None
         if existing != labels_to_names:
-            raise ConversionError(
+            raise UsageError(
                 f'{path}: exists but is not this dataset\'s labels file; move it away')
     yield
     dataset_utils.write_label_file(labels_to_names, dataset_dir)
@@ -103,24 +121,24 @@ def write_shards(paths, items, to_example, label, num_workers=None):
     """Writes `items` into the TFRecord shards `paths`; returns paths.
 
     items: a sequence; shard i holds np.array_split(items, len(paths))[i], in order.
-    to_example(item) -> serialized tf.train.Example (bytes); it may raise ConversionError.
+    to_example(item) -> serialized tf.train.Example (bytes); it may raise UsageError.
     Shards whose file already exists are complete and are skipped. label: the progress
     bar's. num_workers: threads writing shards at once (None: the number of CPUs).
     """
     bounds = np.cumsum([0] + [len(part) for part in np.array_split(np.arange(len(items)),
                                                                    len(paths))])
     todo = [shard for shard, path in enumerate(paths) if not os.path.exists(path)]
-    progress = Progress(label, sum(int(bounds[s + 1] - bounds[s]) for s in todo))
 
-    def write(shard):
+    def write(shard, progress):
         def examples():
             for item in items[bounds[shard]:bounds[shard + 1]]:
                 yield to_example(item)
                 progress.advance()
         dataset_utils.write_tfrecord(paths[shard], examples())
 
-    with concurrent.futures.ThreadPoolExecutor(num_workers or os.cpu_count()) as pool:
-        for future in [pool.submit(write, shard) for shard in todo]:
+    with Progress(label, sum(int(bounds[s + 1] - bounds[s]) for s in todo)) as progress, \
+            concurrent.futures.ThreadPoolExecutor(num_workers or os.cpu_count()) as pool:
+        for future in [pool.submit(write, shard, progress) for shard in todo]:
             future.result()  # Re-raises the first worker error.
     return paths
 
@@ -145,7 +163,7 @@ def read_jpeg(path, name=None):
     try:
         height, width, _ = tf.io.extract_jpeg_shape(data).numpy()
     except tf.errors.InvalidArgumentError:
-        raise ConversionError(f'{name or path}: not a JPEG image') from None
+        raise UsageError(f'{name or path}: not a JPEG image') from None
     return data, int(height), int(width)
 
 
@@ -184,9 +202,9 @@ def download(url, directory):
         return path
     os.makedirs(directory, exist_ok=True)
     with urllib.request.urlopen(url) as response, fileio.atomic_path(path) as temp_path:
-        progress = Progress(f'download {os.path.basename(url)} (MB)',
-                            int(response.headers.get('Content-Length', 0)) // 2**20 or 1)
-        with open(temp_path, 'wb') as f:
+        megabytes = math.ceil(int(response.headers.get('Content-Length', 0)) / 2**20) or 1
+        with Progress(f'download {os.path.basename(url)} (MB)', megabytes) as progress, \
+                open(temp_path, 'wb') as f:
             while chunk := response.read(2**20):
                 f.write(chunk)
                 progress.advance()
@@ -194,8 +212,17 @@ def download(url, directory):
 
 
 def require_file(path, what):
-    """Raises ConversionError naming `path` unless it is an existing file."""
+    """Raises UsageError naming `path` unless it is an existing file."""
     if not os.path.isfile(path):
-        raise ConversionError(f'{path}: missing; expected {what}')
+        raise UsageError(f'{path}: missing; expected {what}')
     return path
 
+
+def require_source(source, what, directory=False):
+    """Returns `source`, the --source path; UsageError naming the flag unless it exists
+    (and, with `directory`, is a directory). what: what --source should be."""
+    if not os.path.exists(source):
+        raise UsageError(f'--source {source!r} does not exist; expected {what}')
+    if directory and not os.path.isdir(source):
+        raise UsageError(f'--source {source!r} is not a directory; expected {what}')
+    return source

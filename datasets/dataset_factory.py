@@ -1,4 +1,5 @@
-"""get_dataset(): a DatasetSplit for any registered dataset, by name.
+"""DATASETS, the registry of datasets by --dataset_name, and get_dataset(): a DatasetSplit
+of any of them.
 
     split = get_dataset('digits', 'train', None)      # converts the digits on first use
     dataset = tf.data.TFRecordDataset(split.files()).map(split.parse)
@@ -10,62 +11,81 @@ import dataclasses
 import os
 from collections.abc import Callable
 
-from datasets import dataset_utils, digits
+from datasets import cifar10, dataset_utils, digits, flowers, imagenet, mnist, visualwakewords
+from deployment.errors import UsageError
+from deployment.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-    """A registered dataset.
+    """A registered dataset: how its records are read, and how it gets converted.
 
-    file_pattern: the split's file glob inside dataset_dir, '%s' standing for the split
-    name. prepare: for an embedded dataset, prepare(dataset_dir or None) writes it if
-    needed and returns its directory; None for datasets converted beforehand.
-    has_bboxes, has_class_text: as in DatasetSplit.
+    splits_to_sizes: {split name: records}. file_pattern: the split's file glob inside
+    dataset_dir, '%s' standing for the split name. has_bboxes, has_class_text: as in
+    DatasetSplit. Exactly one of `convert` and `prepare` is set:
+    convert(dataset_dir, source=None, **options): converts the dataset into dataset_dir
+    beforehand (download_and_convert_data.py; options as in its CONVERTER_OPTIONS);
+    prepare(dataset_dir or None): for an embedded dataset, writes it if needed and returns
+    its directory, on first use.
     """
     splits_to_sizes: dict
     num_classes: int
     file_pattern: str
     channels: int
     items_to_descriptions: dict
+    convert: Callable[..., str] | None = None
     prepare: Callable[[str | None], str] | None = None
     has_bboxes: bool = False
     has_class_text: bool = False
 
+    def num_samples(self, split_name):
+        """Records in split `split_name`; UsageError naming --dataset_split_name and the
+        valid splits if there is no such split."""
+        if split_name not in self.splits_to_sizes:
+            raise UsageError(f'unknown --dataset_split_name {split_name!r}; valid: '
+                             f'{", ".join(self.splits_to_sizes)}')
+        return self.splits_to_sizes[split_name]
 
-_DATASETS = {
+
+# Each dataset's module owns what its converter writes (splits, sizes, classes, file
+# names); this table adds how the records are read.
+DATASETS = Registry('dataset_name', {
     'digits': DatasetInfo(
         splits_to_sizes=digits.SPLITS_TO_SIZES,
         num_classes=digits.NUM_CLASSES,
-        file_pattern=digits.FILE_PREFIX + '_%s_*.tfrecord',
+        file_pattern=digits.FILE_PATTERN,
         channels=1,
         items_to_descriptions={'image': 'An 8 x 8 grayscale image of a handwritten digit.',
                                'label': 'The digit, an integer from 0 to 9.'},
         prepare=digits.prepare),
     'mnist': DatasetInfo(
-        splits_to_sizes={'train': 60000, 'test': 10000},
-        num_classes=10,
-        file_pattern='mnist_%s.tfrecord',
+        splits_to_sizes=mnist.SPLITS_TO_SIZES,
+        num_classes=mnist.NUM_CLASSES,
+        file_pattern=mnist.FILE_PATTERN,
         channels=1,
         items_to_descriptions={'image': 'A 28 x 28 grayscale image of a handwritten digit.',
-                               'label': 'The digit, an integer from 0 to 9.'}),
+                               'label': 'The digit, an integer from 0 to 9.'},
+        convert=mnist.convert),
     'cifar10': DatasetInfo(
-        splits_to_sizes={'train': 50000, 'test': 10000},
-        num_classes=10,
-        file_pattern='cifar10_%s.tfrecord',
+        splits_to_sizes=cifar10.SPLITS_TO_SIZES,
+        num_classes=cifar10.NUM_CLASSES,
+        file_pattern=cifar10.FILE_PATTERN,
         channels=3,
         items_to_descriptions={'image': 'A 32 x 32 color image.',
-                               'label': 'The class, an integer from 0 to 9.'}),
+                               'label': 'The class, an integer from 0 to 9.'},
+        convert=cifar10.convert),
     'flowers': DatasetInfo(
-        splits_to_sizes={'train': 3320, 'validation': 350},
-        num_classes=5,
-        file_pattern='flowers_%s_*.tfrecord',
+        splits_to_sizes=flowers.SPLITS_TO_SIZES,
+        num_classes=flowers.NUM_CLASSES,
+        file_pattern=flowers.FILE_PATTERN,
         channels=3,
         items_to_descriptions={'image': 'A color image of varying size.',
-                               'label': 'The flower type, an integer from 0 to 4.'}),
+                               'label': 'The flower type, an integer from 0 to 4.'},
+        convert=flowers.convert),
     'imagenet': DatasetInfo(
-        splits_to_sizes={'train': 1281167, 'validation': 50000},
-        num_classes=1001,
-        file_pattern='%s-*',
+        splits_to_sizes=imagenet.SPLITS_TO_SIZES,
+        num_classes=imagenet.NUM_CLASSES,
+        file_pattern=imagenet.FILE_PATTERN,
         channels=3,
         items_to_descriptions={
             'image': 'A color image of varying size.',
@@ -74,28 +94,27 @@ _DATASETS = {
             'object/label': 'The class of each box.',
             'synset': 'The class\'s WordNet synset id, e.g. n01440764.',
             'label_text': 'The class\'s human-readable name.'},
+        convert=imagenet.convert,
         has_bboxes=True, has_class_text=True),
     'visualwakewords': DatasetInfo(
-        splits_to_sizes={'train': 82783, 'val': 40504},
-        num_classes=2,
-        file_pattern='%s.record-*',
+        splits_to_sizes=visualwakewords.SPLITS_TO_SIZES,
+        num_classes=visualwakewords.NUM_CLASSES,
+        file_pattern=visualwakewords.FILE_PATTERN,
         channels=3,
         items_to_descriptions={
             'image': 'A color image of varying size.',
             'label': '1 if the image shows a person, else 0.',
             'object/bbox': 'Boxes [ymin, xmin, ymax, xmax] around the persons, relative.',
             'object/label': 'The class of each box.'},
+        convert=visualwakewords.convert,
         has_bboxes=True),
-}
-
-DATASET_NAMES = tuple(sorted(_DATASETS))
+})
 
 
 def get_info(name):
-    """The DatasetInfo of dataset `name` (no files needed); ValueError listing valid names."""
-    if name not in _DATASETS:
-        raise ValueError(f'unknown dataset name {name!r}; valid names: {", ".join(DATASET_NAMES)}')
-    return _DATASETS[name]
+    """The DatasetInfo of dataset `name` (no files needed); UsageError naming
+    --dataset_name and listing the valid names."""
+    return DATASETS[name]
 
 
 def get_dataset(name, split_name, dataset_dir, file_pattern=None, reader=None):
@@ -107,14 +126,12 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None, reader=None):
     split_name; relative to dataset_dir unless absolute). reader: the v1 reader class for
     as_slim_dataset(); None means tf.compat.v1.TFRecordReader.
     """
-    entry = get_info(name)
-    if split_name not in entry.splits_to_sizes:
-        raise ValueError(f'unknown split_name {split_name!r} for dataset {name!r}; '
-                         f'valid splits: {", ".join(entry.splits_to_sizes)}')
+    entry = DATASETS[name]
+    num_samples = entry.num_samples(split_name)
     if entry.prepare is not None:
         dataset_dir = entry.prepare(dataset_dir or None)
     elif not dataset_dir:
-        raise ValueError(f'dataset_dir is required for dataset {name!r}: the directory '
+        raise UsageError(f'--dataset_dir is required for dataset {name!r}: the directory '
                          'holding its TFRecord files (see download_and_convert_data.py)')
     dataset_dir = os.path.expanduser(dataset_dir)
     pattern = (file_pattern or entry.file_pattern).replace('%s', split_name)
@@ -122,7 +139,7 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None, reader=None):
         name=name,
         split_name=split_name,
         file_pattern=os.path.abspath(os.path.join(dataset_dir, pattern)),
-        num_samples=entry.splits_to_sizes[split_name],
+        num_samples=num_samples,
         num_classes=entry.num_classes,
         labels_to_names=(dataset_utils.read_label_file(dataset_dir)
                          if dataset_utils.has_labels(dataset_dir) else None),

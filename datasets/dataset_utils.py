@@ -14,6 +14,7 @@ import tf_slim as slim
 
 import deployment  # noqa: F401  (repairs tf-slim's decoder for the installed TensorFlow)
 from deployment import fileio
+from deployment.errors import UsageError
 
 LABELS_FILENAME = 'labels.txt'
 
@@ -105,19 +106,26 @@ def has_labels(dataset_dir, filename=LABELS_FILENAME):
 
 
 def read_label_file(dataset_dir, filename=LABELS_FILENAME):
-    """Reads a labels file written by write_label_file: {int label: class name}."""
+    """Reads a labels file written by write_label_file: {int label: class name}.
+
+    A file that is not ours (not UTF-8 text, or a line other than 'id:name') raises
+    UsageError naming it.
+    """
     path = os.path.join(dataset_dir, filename)
+    try:
+        with open(path, encoding='utf-8') as f:
+            lines = f.read().split('\n')  # Universal newlines: '\r\n' and '\r' too.
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text; expected 'id:name' lines") from None
     labels_to_names = {}
-    with open(path, encoding='utf-8') as f:
-        for line_number, line in enumerate(f, start=1):
-            line = line.rstrip('\r\n')
-            if not line:
-                continue
-            label, colon, name = line.partition(':')
-            if not colon or not label.strip().isdigit():
-                raise ValueError(
-                    f"{path}:{line_number}: expected 'id:name' with an integer id, got {line!r}")
-            labels_to_names[int(label)] = name
+    for line_number, line in enumerate(lines, start=1):
+        if not line:
+            continue
+        label, colon, name = line.partition(':')
+        if not colon or not label.strip().isdigit():
+            raise UsageError(
+                f"{path}:{line_number}: expected 'id:name' with an integer id, got {line!r}")
+        labels_to_names[int(label)] = name
     return labels_to_names
 
 
@@ -149,16 +157,16 @@ class DatasetSplit:
             raise ValueError(f'channels must be 1 or 3, got {self.channels!r}')
 
     def files(self):
-        """The split's files, sorted; ValueError if there are none."""
+        """The split's files, sorted; UsageError naming --dataset_dir if there are none."""
         dataset_dir = os.path.dirname(self.file_pattern)
         expected = (f'files matching {os.path.basename(self.file_pattern)!r} for dataset '
                     f'{self.name!r} split {self.split_name!r} '
                     '(create them with download_and_convert_data.py)')
         if not os.path.isdir(dataset_dir):
-            raise ValueError(f'dataset_dir {dataset_dir!r} does not exist; expected {expected}')
+            raise UsageError(f'--dataset_dir {dataset_dir!r} does not exist; expected {expected}')
         files = sorted(f for f in glob.glob(self.file_pattern) if not fileio.is_temporary(f))
         if not files:
-            raise ValueError(f'dataset_dir {dataset_dir!r} holds no {expected}')
+            raise UsageError(f'--dataset_dir {dataset_dir!r} holds no {expected}')
         return files
 
     @property

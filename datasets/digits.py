@@ -15,11 +15,13 @@ import os
 import numpy as np
 
 from datasets import conversion
+from deployment.errors import UsageError
 
 SPLITS_TO_SIZES = {'train': 1437, 'test': 360}
 NUM_CLASSES = 10
 NUM_SHARDS = {'train': 4, 'test': 2}
 FILE_PREFIX = 'digits'
+FILE_PATTERN = FILE_PREFIX + '_%s_*.tfrecord'  # A split's shards, '%s' the split name.
 CLASS_NAMES = ('zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine')
 IMAGE_SIZE = 8
 SEED = 0
@@ -66,7 +68,7 @@ def prepare(dataset_dir=None):
     """
     dataset_dir = default_dir() if dataset_dir is None else os.path.expanduser(dataset_dir)
     if os.path.exists(dataset_dir) and not os.path.isdir(dataset_dir):
-        raise ValueError(f'dataset_dir {dataset_dir!r} is a file, not a directory')
+        raise UsageError(f'--dataset_dir {dataset_dir!r} is a file, not a directory')
     paths = {split_name: shard_paths(dataset_dir, split_name) for split_name in SPLITS_TO_SIZES}
     if conversion.is_complete(dataset_dir, sum(paths.values(), [])):
         return dataset_dir

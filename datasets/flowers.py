@@ -14,16 +14,20 @@ import tempfile
 import zlib
 
 from datasets import conversion, dataset_utils
+from deployment.errors import UsageError
 
 ARCHIVE = 'flower_photos.tgz'
 URL = 'https://storage.googleapis.com/download.tensorflow.org/example_images/' + ARCHIVE
 ARCHIVE_DIR = 'flower_photos'
 CLASS_NAMES = ('daisy', 'dandelion', 'roses', 'sunflowers', 'tulips')
+NUM_CLASSES = len(CLASS_NAMES)
 FILE_PREFIX = 'flowers'
+FILE_PATTERN = FILE_PREFIX + '_%s_*.tfrecord'  # A split's shards, '%s' the split name.
 NUM_SHARDS = 5
+NUM_PHOTOS = 3670
 NUM_VALIDATION = 350
 SEED = 0
-SPLIT_NAMES = ('train', 'validation')
+SPLITS_TO_SIZES = {'train': NUM_PHOTOS - NUM_VALIDATION, 'validation': NUM_VALIDATION}
 
 
 def list_photos(photo_dir):
@@ -32,7 +36,7 @@ def list_photos(photo_dir):
     folders = sorted(name for name in os.listdir(photo_dir)
                      if os.path.isdir(os.path.join(photo_dir, name)))
     if folders != list(CLASS_NAMES):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{photo_dir}: class folders {", ".join(folders) or "(none)"}; expected '
             f'{", ".join(CLASS_NAMES)}')
     photos = []
@@ -57,7 +61,7 @@ def _convert_photos(paths, photo_dir, num_validation, describe):
     describe(path) names a photo in errors."""
     photos = list_photos(photo_dir)
     if len(photos) <= num_validation:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{describe(photo_dir)}: {len(photos)} photos; expected more than the '
             f'{num_validation} of the validation split')
 
@@ -81,7 +85,7 @@ def _extract(archive, directory):
                 if member.isfile() and len(parts) == 3 and parts[0] == ARCHIVE_DIR:
                     tar.extract(member, directory, filter='data')
     except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{archive}: not a complete tar archive ({e}); expected {ARCHIVE}') from None
 
 
@@ -97,7 +101,7 @@ def convert(dataset_dir, source=None, num_validation=NUM_VALIDATION):
     if num_validation < 1:
         raise ValueError(f'num_validation must be at least 1, got {num_validation}')
     paths = {split_name: conversion.shard_paths(dataset_dir, FILE_PREFIX, split_name,
-                                                NUM_SHARDS) for split_name in SPLIT_NAMES}
+                                                NUM_SHARDS) for split_name in SPLITS_TO_SIZES}
     if conversion.is_complete(dataset_dir, sum(paths.values(), [])):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
@@ -107,8 +111,8 @@ def convert(dataset_dir, source=None, num_validation=NUM_VALIDATION):
         if os.path.isdir(source):
             _convert_photos(paths, source, num_validation, lambda path: path)
         else:
-            conversion.require_file(source,
-                                    f'{ARCHIVE} or its extracted {ARCHIVE_DIR} directory')
+            conversion.require_source(source,
+                                      f'{ARCHIVE} or its extracted {ARCHIVE_DIR} directory')
             with tempfile.TemporaryDirectory(prefix='.flowers-extract-',
                                              dir=dataset_dir) as temp:
                 _extract(source, temp)

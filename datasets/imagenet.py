@@ -30,11 +30,15 @@ import numpy as np
 import tensorflow as tf
 
 from datasets import conversion, dataset_utils
+from deployment.errors import UsageError
 
 SYNSETS_FILENAME = 'imagenet_lsvrc_2015_synsets.txt'
 METADATA_FILENAME = 'imagenet_metadata.txt'
 VALIDATION_LABELS_FILENAME = 'imagenet_2012_validation_synset_labels.txt'
+SPLITS_TO_SIZES = {'train': 1281167, 'validation': 50000}
 SPLIT_DIRS = {'train': 'train', 'validation': 'validation'}
+FILE_PATTERN = '%s-*'  # A split's shards, '%s' the split name.
+NUM_CLASSES = 1001  # 1000 synsets and 'background'.
 ARCHIVES = {'train': 'ILSVRC2012_img_train.tar', 'validation': 'ILSVRC2012_img_val.tar'}
 SHUFFLE_SEED = 12345
 _SLIM_FILES = 'TF-Slim research/slim/datasets'
@@ -50,10 +54,10 @@ def read_synsets(path):
     """The synsets of `path` (one per line, no duplicates), in order."""
     synsets = _read_lines(path, f'the list of synsets, one per line ({SYNSETS_FILENAME})')
     if not synsets:
-        raise conversion.ConversionError(f'{path}: empty; expected one synset per line')
+        raise UsageError(f'{path}: empty; expected one synset per line')
     duplicates = sorted({s for s in synsets if synsets.count(s) > 1})
     if duplicates:
-        raise conversion.ConversionError(f'{path}: synset {duplicates[0]!r} listed twice')
+        raise UsageError(f'{path}: synset {duplicates[0]!r} listed twice')
     return synsets
 
 
@@ -64,11 +68,11 @@ def read_metadata(path, synsets):
     for number, line in enumerate(_read_lines(path, what), start=1):
         synset, tab, name = line.partition('\t')
         if not tab:
-            raise conversion.ConversionError(f'{path}:{number}: expected {what}, got {line!r}')
+            raise UsageError(f'{path}:{number}: expected {what}, got {line!r}')
         names[synset] = name.strip()
     missing = [s for s in synsets if s not in names]
     if missing:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{path}: no name for synset {missing[0]!r} ({len(missing)} synsets missing)')
     return {s: names[s] for s in synsets}
 
@@ -84,7 +88,7 @@ def read_bounding_boxes(path):
         except ValueError:
             box = []
         if len(parts) != 5 or len(box) != 4:
-            raise conversion.ConversionError(f'{path}:{number}: expected {what}, got {line!r}')
+            raise UsageError(f'{path}:{number}: expected {what}, got {line!r}')
         boxes.setdefault(parts[0].strip(), []).append(box)
     return boxes
 
@@ -124,7 +128,7 @@ def _tar_images(path, offset=0, fileobj=None, name=None):
                                            offset + member.offset_data, member.size)
                     for member in tar if member.isfile()}
     except (tarfile.TarError, EOFError, OSError) as error:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{name}: not a readable tar archive ({error})') from None
 
 
@@ -136,7 +140,7 @@ def _train_tar_images(path, synsets):
         for synset in synsets:
             inner = outer.get(f'{synset}.tar')
             if inner is None:
-                raise conversion.ConversionError(
+                raise UsageError(
                     f'{path}: holds no {synset}.tar; expected one tar of JPEG images per '
                     'synset')
             images = _tar_images(path, inner.offset, tar.extractfile(f'{synset}.tar'),
@@ -151,7 +155,7 @@ def _list_split(source, split_name, synsets, validation_labels_file):
     directory = os.path.join(source, SPLIT_DIRS[split_name])
     archive = os.path.join(source, ARCHIVES[split_name])
     if not os.path.isdir(directory) and not os.path.isfile(archive):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{directory}: missing, and so is {archive}; expected the ImageNet {split_name} '
             'images')
     if split_name == 'train':
@@ -161,7 +165,7 @@ def _list_split(source, split_name, synsets, validation_labels_file):
         for synset in synsets:
             synset_dir = os.path.join(directory, synset)
             if not os.path.isdir(synset_dir):
-                raise conversion.ConversionError(
+                raise UsageError(
                     f'{synset_dir}: missing; expected the JPEG images of synset {synset}')
             files += [(image, synset) for image in _folder_images(synset_dir)]
         return files
@@ -174,12 +178,12 @@ def _list_split(source, split_name, synsets, validation_labels_file):
     labels = _read_lines(validation_labels_file, 'the synset of each validation image, one '
                          f'per line in file-name order ({VALIDATION_LABELS_FILENAME})')
     if len(labels) != len(images):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{validation_labels_file}: {len(labels)} labels for {len(images)} images in '
             f'{directory}; expected one synset per image')
     unknown = [label for label in labels if label not in synsets]
     if unknown:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{validation_labels_file}: synset {unknown[0]!r} is not in the synset list')
     return list(zip(images, labels))
 
@@ -197,7 +201,7 @@ def rgb_jpeg(data, name):
             data = tf.io.encode_jpeg(image, format='rgb', quality=100).numpy()
     except (tf.errors.InvalidArgumentError, ValueError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{name}: not a readable image ({reason}); expected a JPEG') from None
     return data, int(image.shape[0]), int(image.shape[1])
 
@@ -214,19 +218,17 @@ def convert(dataset_dir, source, bounding_boxes=None, synsets_file=None, metadat
     inside `source`. train_shards, validation_shards: shard counts. num_workers: threads
     writing shards (None: the number of CPUs). Does nothing if every shard and labels.txt exist.
     """
+    expected = (f'a directory holding train/<synset>/*.JPEG and validation/*.JPEG, or '
+                f'{ARCHIVES["train"]} and {ARCHIVES["validation"]}, and the synset files')
     if source is None:
-        raise conversion.ConversionError(
-            'ImageNet cannot be downloaded without an account: pass source, a directory '
-            'holding train/<synset>/*.JPEG, validation/*.JPEG and the synset files')
+        raise UsageError(f'ImageNet cannot be downloaded without an account: --source is '
+                         f'required, {expected}')
     shard_counts = {'validation': validation_shards, 'train': train_shards}
     paths = {split_name: conversion.slim_shard_paths(dataset_dir, split_name, count)
              for split_name, count in shard_counts.items()}
     if conversion.is_complete(dataset_dir, sum(paths.values(), [])):
         return dataset_dir
-    if not os.path.isdir(source):
-        raise conversion.ConversionError(
-            f'{source}: not a directory; expected one holding train/<synset>/*.JPEG and '
-            f'validation/*.JPEG, or {ARCHIVES["train"]} and {ARCHIVES["validation"]}')
+    conversion.require_source(source, expected, directory=True)
     synsets = read_synsets(synsets_file or os.path.join(source, SYNSETS_FILENAME))
     names = read_metadata(metadata_file or os.path.join(source, METADATA_FILENAME), synsets)
     labels = {synset: label for label, synset in enumerate(synsets, start=1)}

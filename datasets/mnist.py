@@ -12,15 +12,19 @@ import zlib
 
 import numpy as np
 
-from datasets import conversion, dataset_factory, digits
+from datasets import conversion, digits
+from deployment.errors import UsageError
 
 URL = 'https://storage.googleapis.com/cvdf-datasets/mnist/'
+SPLITS_TO_SIZES = {'train': 60000, 'test': 10000}
 SPLIT_FILES = {'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
                'test': ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz')}
+FILE_PATTERN = 'mnist_%s.tfrecord'  # A split's one file, '%s' the split name.
 IMAGES_MAGIC = 2051
 LABELS_MAGIC = 2049
 IMAGE_SIZE = 28
 CLASS_NAMES = digits.CLASS_NAMES  # Slim's MNIST names, '0:zero' ... '9:nine'.
+NUM_CLASSES = len(CLASS_NAMES)
 
 
 def read_idx(path, magic, dims):
@@ -33,23 +37,23 @@ def read_idx(path, magic, dims):
         with gzip.open(path, 'rb') as f:
             data = f.read()
     except (OSError, EOFError, zlib.error) as e:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{path}: not a complete gzip file ({e}); expected MNIST idx data') from None
     header_size = 4 * (2 + len(dims))
     if len(data) < header_size:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{path}: {len(data)} bytes, too short for the {header_size}-byte idx header')
     found_magic, count, *found_dims = struct.unpack(f'>{2 + len(dims)}I', data[:header_size])
     if found_magic != magic:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{path}: magic number {found_magic}, expected {magic} (MNIST '
             f'{"images" if dims else "labels"})')
     if tuple(found_dims) != tuple(dims):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{path}: items of shape {tuple(found_dims)}, expected {tuple(dims)}')
     expected = count * int(np.prod(dims, dtype=np.int64))
     if len(data) - header_size != expected:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{path}: {len(data) - header_size} bytes of data, expected {expected} for the '
             f'{count} items its header announces')
     return np.frombuffer(data, np.uint8, offset=header_size).reshape(count, *dims)
@@ -59,10 +63,8 @@ def _source_file(dataset_dir, source, filename):
     """The path of one idx file: downloaded into dataset_dir if source is None."""
     if source is None:
         return conversion.download(URL + filename, dataset_dir)
-    if not os.path.isdir(source):
-        raise conversion.ConversionError(
-            f'{source}: not a directory; expected the directory holding MNIST\'s four '
-            'idx .gz files')
+    conversion.require_source(source, 'the directory holding MNIST\'s four idx .gz files',
+                              directory=True)
     return os.path.join(source, filename)
 
 
@@ -73,10 +75,10 @@ def _read_split(dataset_dir, source, split_name):
     images = read_idx(images_file, IMAGES_MAGIC, (IMAGE_SIZE, IMAGE_SIZE))
     labels = read_idx(labels_file, LABELS_MAGIC, ())
     if len(labels) != len(images):
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{labels_file}: {len(labels)} labels, expected {len(images)} as in {images_file}')
-    if len(labels) and labels.max() >= len(CLASS_NAMES):
-        raise conversion.ConversionError(
+    if len(labels) and labels.max() >= NUM_CLASSES:
+        raise UsageError(
             f'{labels_file}: label {labels.max()}, expected digits 0 to 9')
     return images, labels
 
@@ -88,8 +90,7 @@ def convert(dataset_dir, source=None):
     dataset_dir (where they are kept). A split whose file exists is not converted again;
     labels.txt is written last.
     """
-    info = dataset_factory.get_info('mnist')
-    paths = conversion.split_files(dataset_dir, info.file_pattern, info.splits_to_sizes)
+    paths = conversion.split_files(dataset_dir, FILE_PATTERN, SPLITS_TO_SIZES)
     if conversion.is_complete(dataset_dir, paths.values()):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)

@@ -16,13 +16,17 @@ import shutil
 import zipfile
 
 from datasets import conversion, dataset_utils
+from deployment.errors import UsageError
 
 COCO_URLS = ('http://images.cocodataset.org/zips/train2014.zip',
              'http://images.cocodataset.org/zips/val2014.zip',
              'http://images.cocodataset.org/annotations/annotations_trainval2014.zip')
 COCO_DIRNAME = 'coco_dataset'
 SPLITS = {'train': 'train2014', 'val': 'val2014'}  # Split name: COCO's image folder.
+SPLITS_TO_SIZES = {'train': 82783, 'val': 40504}
 NUM_SHARDS = {'train': 100, 'val': 10}
+FILE_PATTERN = '%s.record-*'  # A split's shards, '%s' the split name.
+NUM_CLASSES = 2  # 0: background, 1: the foreground class.
 
 
 def annotations_path(coco_dir, split_name):
@@ -44,7 +48,7 @@ def download_coco(dataset_dir):
                 zipped.extractall(temp_dir)
         except (zipfile.BadZipFile, EOFError) as error:
             shutil.rmtree(temp_dir, ignore_errors=True)
-            raise conversion.ConversionError(
+            raise UsageError(
                 f'{archive}: not a readable zip archive ({error}); delete it to download '
                 'it again') from None
         os.replace(os.path.join(temp_dir, folder), os.path.join(coco_dir, folder))
@@ -60,7 +64,7 @@ def label_images(annotations_file, small_object_area_threshold, foreground_class
         with open(annotations_file, encoding='utf-8') as f:
             coco = json.load(f)
     except (ValueError, UnicodeDecodeError) as error:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{annotations_file}: not valid JSON ({error}); expected COCO instances') from None
     try:
         category_ids = {category['id'] for category in coco['categories']
@@ -70,18 +74,18 @@ def label_images(annotations_file, small_object_area_threshold, foreground_class
         annotations = [(a['image_id'], a['category_id'], float(a['area']),
                         [float(v) for v in a['bbox']]) for a in coco['annotations']]
     except (KeyError, TypeError, ValueError) as error:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{annotations_file}: missing or malformed field ({type(error).__name__}: '
             f'{error}); expected COCO instances with images, annotations and '
             'categories') from None
     if not category_ids:
-        raise conversion.ConversionError(
+        raise UsageError(
             f'{annotations_file}: no category named {foreground_class_of_interest!r}')
     sizes = {image_id: (height, width) for image_id, _, height, width in images}
     boxes = {image_id: [] for image_id in sizes}
     for image_id, category_id, area, box in annotations:
         if image_id not in sizes or len(box) != 4:
-            raise conversion.ConversionError(
+            raise UsageError(
                 f'{annotations_file}: annotation of image id {image_id!r} has an unknown '
                 f'image id or a bbox other than [x, y, width, height]: {box}')
         x, y, box_width, box_height = box
@@ -124,10 +128,8 @@ def _write_splits(paths, source, small_object_area_threshold, foreground_class_o
                   num_workers):
     """Writes the missing shards ({split name: shard paths}); the rest are convert()'s
     arguments."""
-    if not os.path.isdir(source):
-        raise conversion.ConversionError(
-            f'{source}: not a directory; expected one holding train2014/, val2014/ and '
-            'annotations/')
+    conversion.require_source(source, 'a directory holding train2014/, val2014/ and '
+                              'annotations/', directory=True)
     for split_name, folder in SPLITS.items():
         image_dir = os.path.join(source, folder)
         items = label_images(annotations_path(source, split_name),
@@ -139,7 +141,7 @@ def _write_splits(paths, source, small_object_area_threshold, foreground_class_o
                                            'a COCO JPEG image')
             data, *shape = conversion.read_jpeg(path)
             if tuple(shape) != (height, width):
-                raise conversion.ConversionError(
+                raise UsageError(
                     f'{path}: {shape[0]}x{shape[1]} pixels; its annotation says '
                     f'{height}x{width}')
             example = dataset_utils.image_to_tfexample(data, b'jpeg', height, width, label)

@@ -16,25 +16,29 @@ the gradient of the mean loss. Regularization losses count once; batch-norm upda
 come from the first clone. Variables live on `variables_device()`: the worker's CPU, or
 the parameter-server tasks, round-robin or by bytes (`ps_strategy`).
 
-Where this differs from TF-Slim's original: it runs on TensorFlow 2.16+; every variable
-(resource or not, made by slim, tf.get_variable or tf.Variable) goes on the variables
-device; worker devices carry the replica's task; clones may run on any list of devices;
-summaries made inside model_fn sit on the CPU; bad settings raise ValueError up front.
+Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
+our additions (clone_devices, ps_strategy, placement_plan). Where this differs from the
+original: it runs on TensorFlow 2.16+; every variable (resource or not, made by slim,
+tf.get_variable or tf.Variable) goes on the variables device; worker devices carry the
+replica's task, so `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where
+slim's is '/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
+clones may run on any list of devices; summaries made inside model_fn sit on the CPU; bad
+settings raise ValueError up front.
 """
 import collections
+import dataclasses
 import itertools
+from typing import Callable
 
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from deployment.registry import Registry
+
 __all__ = [
     'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones', 'optimize_clones',
-    'deploy', 'placement_plan', 'PS_STRATEGIES',
+    'deploy', 'placement_plan', 'PS_STRATEGIES', 'PsStrategy',
 ]
-
-# How variables are spread over the PS tasks: in creation order, or by size (see
-# DeploymentConfig).
-PS_STRATEGIES = ('round_robin', 'bytes')
 
 Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
 Clone.__doc__ = """One clone of the model.
@@ -117,6 +121,27 @@ def _least_loaded_bytes(devices):
     return _new_variables_device(choose)
 
 
+@dataclasses.dataclass(frozen=True)
+class PsStrategy:
+    """A way of spreading variables over the PS tasks.
+
+    variables_device: (devices) -> device function putting each new variable op on one of
+      `devices` (the PS tasks' CPUs): what DeploymentConfig.variables_device() returns.
+    deferred: create_clones holds its variables on virtual devices and places them all at
+      once, when model_fn has made them and their sizes are known.
+    plan: placement_plan's words before the list of PS devices.
+    """
+    variables_device: Callable
+    deferred: bool
+    plan: str
+
+
+PS_STRATEGIES = Registry('ps_strategy', {
+    'bytes': PsStrategy(_least_loaded_bytes, True, 'largest first onto the least-loaded of '),
+    'round_robin': PsStrategy(_round_robin, False, 'round-robin over '),
+})
+
+
 def _pending_variables():
     """Device function: the k-th new variable op goes to task k of _PENDING_JOB."""
     counter = itertools.count()
@@ -150,11 +175,10 @@ def _place_pending_variables(graph, config):
                      for node in function.node_def if f'/job:{_PENDING_JOB}/' in node.device})
     if frozen:
         raise ValueError(
-            f"ps_strategy='bytes' (of {PS_STRATEGIES}) cannot place the variables of "
-            f"model_fn: functions {frozen} were built on a variable's device (e.g. a tf.cond "
-            "under colocate_with(variable), or tf.train.ExponentialMovingAverage) before its "
-            "PS task was chosen; build them outside model_fn or use "
-            "ps_strategy='round_robin'")
+            f"ps_strategy='bytes' cannot place the variables of model_fn: functions {frozen} "
+            "were built on a variable's device (e.g. a tf.cond under colocate_with(variable), "
+            "or tf.train.ExponentialMovingAverage) before its PS task was chosen; build them "
+            "outside model_fn or use ps_strategy='round_robin'")
 
 
 class DeploymentConfig:
@@ -170,10 +194,14 @@ class DeploymentConfig:
       clone_devices: None for the default devices, or one device string per clone
         (e.g. ['/device:CPU:0', '/device:CPU:1']); with PS tasks the worker job and
         task are prefixed.
-      ps_strategy: how variables are spread over the PS tasks (no effect without them):
-        'round_robin', slim's: each to the next task, in creation order; or 'bytes':
-        create_clones places its variables largest first onto the task holding the
-        fewest bytes, and variables_device() each new variable onto that task.
+      ps_strategy: how variables are spread over the PS tasks (no effect without them), a
+        name in PS_STRATEGIES: 'round_robin', slim's: each to the next task, in creation
+        order; or 'bytes': create_clones places its variables largest first onto the task
+        holding the fewest bytes, and variables_device() each new variable onto that task.
+
+    Its properties and methods are slim's, with slim's values, except that worker devices
+    carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
+    (slim's: '/job:<worker_job_name>').
     """
 
     def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0, num_replicas=1,
@@ -201,7 +229,8 @@ class DeploymentConfig:
                 raise ValueError(f'clone_devices must list one device per clone '
                                  f'(num_clones={num_clones}), got {list(clone_devices)!r}')
         if ps_strategy not in PS_STRATEGIES:
-            raise ValueError(f'ps_strategy must be one of {PS_STRATEGIES}, got {ps_strategy!r}')
+            raise ValueError(f'ps_strategy must be one of {PS_STRATEGIES.names}, '
+                             f'got {ps_strategy!r}')
         self._num_clones = num_clones
         self._clone_on_cpu = clone_on_cpu
         self._replica_id = replica_id
@@ -211,9 +240,6 @@ class DeploymentConfig:
         self._ps_job_name = ps_job_name
         self._clone_devices = clone_devices
         self._ps_strategy = ps_strategy
-        # Job and task prefix of this worker's devices: '' when everything is local.
-        self._worker_device = (f'/job:{worker_job_name}/task:{replica_id}'
-                               if num_ps_tasks > 0 else '')
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -224,6 +250,19 @@ class DeploymentConfig:
     ps_job_name = property(lambda self: self._ps_job_name)
     clone_devices = property(lambda self: self._clone_devices)
     ps_strategy = property(lambda self: self._ps_strategy)
+
+    @property
+    def ps_device(self):
+        """'/job:<ps_job_name>' with PS tasks, else '' (slim's): the job of the PS devices."""
+        return f'/job:{self._ps_job_name}' if self._num_ps_tasks > 0 else ''
+
+    @property
+    def worker_device(self):
+        """'/job:<worker_job_name>/task:<replica_id>' with PS tasks, else '': the prefix of
+        every worker device this config gives (slim's has no task)."""
+        if self._num_ps_tasks == 0:
+            return ''
+        return f'/job:{self._worker_job_name}/task:{self._replica_id}'
 
     def __repr__(self):
         return (f'DeploymentConfig(num_clones={self._num_clones}, '
@@ -242,10 +281,10 @@ class DeploymentConfig:
         """Device string of clone `clone_index`: GPU:i, CPU:0, or clone_devices[i]."""
         self._check_clone_index(clone_index)
         if self._clone_devices is not None:
-            return self._worker_device + self._clone_devices[clone_index]
+            return self.worker_device + self._clone_devices[clone_index]
         if self._clone_on_cpu:
-            return self._worker_device + '/device:CPU:0'
-        return self._worker_device + f'/device:GPU:{clone_index}'
+            return self.worker_device + '/device:CPU:0'
+        return self.worker_device + f'/device:GPU:{clone_index}'
 
     def clone_scope(self, clone_index):
         """Name scope of clone `clone_index`: 'clone_i', or '' when there is one clone."""
@@ -254,19 +293,18 @@ class DeploymentConfig:
 
     def optimizer_device(self):
         """Device of the gradient sums, the update ops and the summaries: worker CPU."""
-        return self._worker_device + '/device:CPU:0'
+        return self.worker_device + '/device:CPU:0'
 
     def inputs_device(self):
         """Device of the input pipeline: the worker's CPU."""
-        return self._worker_device + '/device:CPU:0'
+        return self.worker_device + '/device:CPU:0'
 
     def _variable_devices(self):
         """The devices holding variables, in task order: the PS tasks' CPUs, or the local
         '/device:CPU:0' without PS tasks."""
         if self._num_ps_tasks == 0:
             return ['/device:CPU:0']
-        return [f'/job:{self._ps_job_name}/task:{t}/device:CPU:0'
-                for t in range(self._num_ps_tasks)]
+        return [f'{self.ps_device}/task:{t}/device:CPU:0' for t in range(self._num_ps_tasks)]
 
     def variables_device(self):
         """'/device:CPU:0', or with PS tasks a device function for `tf.compat.v1.device`.
@@ -278,9 +316,7 @@ class DeploymentConfig:
         devices = self._variable_devices()
         if self._num_ps_tasks == 0:
             return devices[0]
-        if self._ps_strategy == 'bytes':
-            return _least_loaded_bytes(devices)
-        return _round_robin(devices)
+        return PS_STRATEGIES[self._ps_strategy].variables_device(devices)
 
     def caching_device(self):
         """None, or with PS tasks a device function caching variable reads on the reader's
@@ -319,9 +355,8 @@ def placement_plan(config, graph=None):
     each variable device (each PS task, or the local CPU).
     """
     devices = config._variable_devices()
-    strategy = {'round_robin': 'round-robin over ',
-                'bytes': 'largest first onto the least-loaded of '}[config.ps_strategy]
-    rows = [('variables', (strategy if config.num_ps_tasks else '') + ', '.join(devices)),
+    strategy = PS_STRATEGIES[config.ps_strategy].plan if config.num_ps_tasks else ''
+    rows = [('variables', strategy + ', '.join(devices)),
             ('inputs', config.inputs_device()),
             ('optimizer', config.optimizer_device())]
     for i in range(config.num_clones):
@@ -366,9 +401,14 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     _require_graph_mode('create_clones')
     args = args or []
     kwargs = kwargs or {}
-    by_bytes = config.ps_strategy == 'bytes' and config.num_ps_tasks > 0
-    place = _clone_placement(config, _pending_variables() if by_bytes
-                             else _round_robin(config._variable_devices()))
+    deferred = config.num_ps_tasks > 0 and PS_STRATEGIES[config.ps_strategy].deferred
+    if deferred:
+        variables = _pending_variables()
+    elif config.num_ps_tasks > 0:
+        variables = config.variables_device()
+    else:
+        variables = _new_variables_device(lambda op: config.variables_device())
+    place = _clone_placement(config, variables)
     clones = []
     for i in range(config.num_clones):
         with tf.name_scope(config.clone_scope(i)) as clone_scope:
@@ -377,7 +417,7 @@ def create_clones(config, model_fn, args=None, kwargs=None):
                 with tf.variable_scope(tf.get_variable_scope(), reuse=True if i > 0 else None):
                     outputs = model_fn(*args, **kwargs)
             clones.append(Clone(outputs, clone_scope, clone_device))
-    if by_bytes:
+    if deferred:
         _place_pending_variables(tf.get_default_graph(), config)
     return clones
 

@@ -1,31 +1,43 @@
-"""Learning-rate schedules and optimizers by name, with TF-Slim's flags and defaults."""
+"""Learning-rate schedules and optimizers by name, with TF-Slim's flags and defaults.
+
+`OPTIMIZERS` (flag --optimizer) and `LEARNING_RATE_DECAY_TYPES` (flag
+--learning_rate_decay_type) are the registries; `optimizer()` and `learning_rate()` build
+from them.
+"""
 import dataclasses
 import math
 
 import tensorflow.compat.v1 as tf
 
-LEARNING_RATE_DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
+from deployment.registry import Registry
+
+
+def _hyperparameter(default, help_text):
+    """A field of OptimizerParams; `help_text` is its flag's help."""
+    return dataclasses.field(default=default, metadata={'help': help_text})
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerParams:
     """Optimizer hyper-parameters; field names and defaults are slim's flags."""
-    adadelta_rho: float = 0.95
-    adagrad_initial_accumulator_value: float = 0.1
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    opt_epsilon: float = 1.0
-    ftrl_learning_rate_power: float = -0.5
-    ftrl_initial_accumulator_value: float = 0.1
-    ftrl_l1: float = 0.0
-    ftrl_l2: float = 0.0
-    momentum: float = 0.9
-    rmsprop_momentum: float = 0.9
-    rmsprop_decay: float = 0.9
+    adadelta_rho: float = _hyperparameter(0.95, 'Decay rate of adadelta.')
+    adagrad_initial_accumulator_value: float = _hyperparameter(
+        0.1, 'Starting value of the adagrad accumulators.')
+    adam_beta1: float = _hyperparameter(0.9, 'Decay rate of adam\'s 1st moment estimates.')
+    adam_beta2: float = _hyperparameter(0.999, 'Decay rate of adam\'s 2nd moment estimates.')
+    opt_epsilon: float = _hyperparameter(1.0, 'Epsilon of adadelta, adam and rmsprop.')
+    ftrl_learning_rate_power: float = _hyperparameter(-0.5, 'Learning-rate power of ftrl.')
+    ftrl_initial_accumulator_value: float = _hyperparameter(
+        0.1, 'Starting value of the ftrl accumulators.')
+    ftrl_l1: float = _hyperparameter(0.0, 'L1 regularization strength of ftrl.')
+    ftrl_l2: float = _hyperparameter(0.0, 'L2 regularization strength of ftrl.')
+    momentum: float = _hyperparameter(0.9, 'Momentum of the momentum optimizer.')
+    rmsprop_momentum: float = _hyperparameter(0.9, 'Momentum of rmsprop.')
+    rmsprop_decay: float = _hyperparameter(0.9, 'Decay of rmsprop\'s mean square.')
 
 
 # Name -> function(learning_rate, OptimizerParams) building the optimizer.
-OPTIMIZERS = {
+OPTIMIZERS = Registry('optimizer', {
     'adadelta': lambda lr, p: tf.train.AdadeltaOptimizer(
         lr, rho=p.adadelta_rho, epsilon=p.opt_epsilon),
     'adagrad': lambda lr, p: tf.train.AdagradOptimizer(
@@ -40,19 +52,32 @@ OPTIMIZERS = {
     'rmsprop': lambda lr, p: tf.train.RMSPropOptimizer(
         lr, decay=p.rmsprop_decay, momentum=p.rmsprop_momentum, epsilon=p.opt_epsilon),
     'sgd': lambda lr, p: tf.train.GradientDescentOptimizer(lr),
-}
+})
+
+def _exponential(base_rate, global_step, steps_per_decay, decay_factor, end_rate):
+    """base_rate * decay_factor ** floor(global_step / steps_per_decay): a staircase."""
+    return tf.train.exponential_decay(base_rate, global_step, steps_per_decay, decay_factor,
+                                      staircase=True)
 
 
-def _check_choice(flag, value, choices):
-    if value not in choices:
-        raise ValueError(f'unknown {flag} {value!r}; valid: {", ".join(sorted(choices))}')
+def _fixed(base_rate, global_step, steps_per_decay, decay_factor, end_rate):
+    """base_rate at every step."""
+    return tf.constant(base_rate, tf.float32)
 
 
-def check_names(optimizer, learning_rate_decay_type):
-    """Raises ValueError naming the flag if either name is unknown."""
-    _check_choice('optimizer', optimizer, OPTIMIZERS)
-    _check_choice('learning_rate_decay_type', learning_rate_decay_type,
-                  LEARNING_RATE_DECAY_TYPES)
+def _polynomial(base_rate, global_step, steps_per_decay, decay_factor, end_rate):
+    """Linear (power 1) from base_rate to end_rate over steps_per_decay steps, then end_rate."""
+    return tf.train.polynomial_decay(base_rate, global_step, steps_per_decay, end_rate,
+                                     power=1.0, cycle=False)
+
+
+# Name -> function(base_rate, global_step, steps_per_decay, decay_factor, end_rate) building
+# the learning-rate tensor.
+LEARNING_RATE_DECAY_TYPES = Registry('learning_rate_decay_type', {
+    'exponential': _exponential,
+    'fixed': _fixed,
+    'polynomial': _polynomial,
+})
 
 
 def decay_steps(num_samples, num_epochs_per_decay, examples_per_step):
@@ -68,25 +93,13 @@ def decay_steps(num_samples, num_epochs_per_decay, examples_per_step):
 
 def learning_rate(decay_type, base_rate, global_step, steps_per_decay, decay_factor=0.94,
                   end_rate=0.0001):
-    """The learning-rate tensor of `decay_type` at `global_step`.
-
-    exponential: base_rate * decay_factor ** floor(step / steps_per_decay) (staircase);
-    fixed: base_rate; polynomial: linear (power 1) from base_rate to end_rate over
-    steps_per_decay steps, then end_rate.
-    """
-    _check_choice('learning_rate_decay_type', decay_type, LEARNING_RATE_DECAY_TYPES)
-    if decay_type == 'exponential':
-        rate = tf.train.exponential_decay(base_rate, global_step, steps_per_decay,
-                                          decay_factor, staircase=True)
-    elif decay_type == 'fixed':
-        rate = tf.constant(base_rate, tf.float32)
-    else:
-        rate = tf.train.polynomial_decay(base_rate, global_step, steps_per_decay, end_rate,
-                                         power=1.0, cycle=False)
-    return rate
+    """The float32 scalar learning rate of schedule `decay_type` (a name in
+    LEARNING_RATE_DECAY_TYPES) at `global_step`; UsageError for an unknown name."""
+    return LEARNING_RATE_DECAY_TYPES[decay_type](base_rate, global_step, steps_per_decay,
+                                                 decay_factor, end_rate)
 
 
 def optimizer(name, rate, params=OptimizerParams()):
-    """The tf.compat.v1 optimizer `name` with learning rate `rate` (float or tensor)."""
-    _check_choice('optimizer', name, OPTIMIZERS)
+    """The tf.compat.v1 optimizer `name` (in OPTIMIZERS) with learning rate `rate` (float or
+    tensor); UsageError for an unknown name."""
     return OPTIMIZERS[name](rate, params)

@@ -15,6 +15,7 @@ import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from datasets import cifar10, conversion, dataset_factory, flowers, mnist
+from deployment.errors import UsageError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CIFAR_NAMES = [b'airplane', b'automobile', b'bird', b'cat', b'deer', b'dog', b'frog',
@@ -112,10 +113,10 @@ def test_mnist_interrupted_conversion_is_completed(tmp_path, monkeypatch):
     def failing_encode_png(image):  # Fails on the 2nd image of the test split.
         calls.append(1)
         if len(calls) == len(expected['train'][0]) + 2:
-            raise conversion.ConversionError('interrupted')
+            raise UsageError('interrupted')
         return encode_png(image)
     monkeypatch.setattr(conversion, 'encode_png', failing_encode_png)
-    with pytest.raises(conversion.ConversionError, match='interrupted'):
+    with pytest.raises(UsageError, match='interrupted'):
         mnist.convert(str(out), str(tmp_path / 'source'))
     assert listing(out) == ['mnist_train.tfrecord']  # No partial file, no labels.txt.
     train_mtime = os.stat(out / 'mnist_train.tfrecord').st_mtime_ns
@@ -161,7 +162,7 @@ def test_mnist_bad_images_file(tmp_path, damage, message):
     make_mnist(tmp_path / 'source')
     bad = tmp_path / 'source' / 'train-images-idx3-ubyte.gz'
     damage(bad)
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         mnist.convert(str(tmp_path / 'out'), str(tmp_path / 'source'))
     assert_one_line_error(excinfo, bad, message)
     assert listing(tmp_path / 'out') == []
@@ -175,15 +176,22 @@ def test_mnist_bad_labels_file(tmp_path, labels, message):
     make_mnist(tmp_path / 'source')
     bad = tmp_path / 'source' / 'train-labels-idx1-ubyte.gz'
     write_idx(bad, 2049, labels)
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         mnist.convert(str(tmp_path / 'out'), str(tmp_path / 'source'))
     assert_one_line_error(excinfo, bad, message)
 
 
 def test_mnist_source_must_be_a_directory(tmp_path):
-    with pytest.raises(conversion.ConversionError) as excinfo:
-        mnist.convert(str(tmp_path / 'out'), str(tmp_path / 'mnist.tar.gz'))
-    assert_one_line_error(excinfo, tmp_path / 'mnist.tar.gz', 'not a directory')
+    source = tmp_path / 'mnist.tar.gz'
+    with pytest.raises(UsageError) as excinfo:
+        mnist.convert(str(tmp_path / 'out'), str(source))
+    assert str(excinfo.value) == (f"--source '{source}' does not exist; expected the "
+                                  "directory holding MNIST's four idx .gz files")
+    source.write_bytes(b'')
+    with pytest.raises(UsageError) as excinfo:
+        mnist.convert(str(tmp_path / 'out'), str(source))
+    assert str(excinfo.value) == (f"--source '{source}' is not a directory; expected the "
+                                  "directory holding MNIST's four idx .gz files")
 
 
 def test_a_foreign_labels_file_is_never_replaced(tmp_path):
@@ -192,7 +200,7 @@ def test_a_foreign_labels_file_is_never_replaced(tmp_path):
     out.mkdir()
     (out / 'labels.txt').write_text('0:cat\n1:dog\n')
     (out / 'notes.md').write_text('mine')
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         mnist.convert(str(out), str(tmp_path / 'source'))
     assert_one_line_error(excinfo, out / 'labels.txt',
                           "exists but is not this dataset's labels file")
@@ -284,7 +292,7 @@ class _RunsCode:
 ])
 def test_cifar10_bad_members(tmp_path, capsys, replace, member, message):
     source, _ = make_cifar(tmp_path / 'source', replace=replace)
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         cifar10.convert(str(tmp_path / 'out'), str(source))
     assert_one_line_error(excinfo, f'{source}:cifar-10-batches-py/{member}', message)
     assert 'pwned' not in capsys.readouterr().out
@@ -294,28 +302,34 @@ def test_cifar10_bad_members(tmp_path, capsys, replace, member, message):
 def test_cifar10_bad_archives(tmp_path):
     source, _ = make_cifar(tmp_path / 'source')
     source.write_bytes(source.read_bytes()[:-1000])
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         cifar10.convert(str(tmp_path / 'out'), str(source))
     assert_one_line_error(excinfo, source, 'not a complete tar.gz archive')
 
     with tarfile.open(source, 'w:gz'):
         pass
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         cifar10.convert(str(tmp_path / 'out'), str(source))
     assert_one_line_error(excinfo, source, 'has no cifar-10-batches-py/batches.meta')
 
     directory, _ = make_cifar(tmp_path / 'extracted', archive=False)
     os.remove(directory / 'test_batch')
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         cifar10.convert(str(tmp_path / 'out'), str(directory))
     assert_one_line_error(excinfo, directory / 'test_batch', 'missing')
     assert listing(tmp_path / 'out') == []
+
+    with pytest.raises(UsageError) as excinfo:
+        cifar10.convert(str(tmp_path / 'out'), str(tmp_path / 'nowhere.tar.gz'))
+    assert str(excinfo.value) == (
+        f"--source '{tmp_path}/nowhere.tar.gz' does not exist; expected "
+        "cifar-10-python.tar.gz or its extracted cifar-10-batches-py directory")
 
 
 def test_cifar10_interrupted_conversion_is_completed(tmp_path):
     source, _ = make_cifar(tmp_path / 'source', replace={'test_batch': b'garbage'})
     out = tmp_path / 'out'
-    with pytest.raises(conversion.ConversionError, match='test_batch'):
+    with pytest.raises(UsageError, match='test_batch'):
         cifar10.convert(str(out), str(source))
     assert listing(out) == ['cifar10_train.tfrecord']
     train_mtime = os.stat(out / 'cifar10_train.tfrecord').st_mtime_ns
@@ -403,7 +417,7 @@ def test_flowers_interrupted_by_a_bad_photo_then_completed(tmp_path, archive):
     bad.write_bytes(conversion.encode_png(np.zeros((4, 4, 3))))
     source = pack(root, tmp_path / 'flower_photos.tgz') if archive else root
     out = tmp_path / 'out'
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         flowers.convert(str(out), str(source), num_validation=4)
     named = f'{source}:flower_photos/roses/1.jpg' if archive else bad
     assert_one_line_error(excinfo, named, 'not a JPEG image')
@@ -421,25 +435,27 @@ def test_flowers_interrupted_by_a_bad_photo_then_completed(tmp_path, archive):
 
 def test_flowers_bad_sources(tmp_path):
     source, _ = make_flowers(tmp_path / 'source', per_class=1)
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         flowers.convert(str(tmp_path / 'out'), str(source), num_validation=5)
     assert_one_line_error(excinfo, source, '5 photos; expected more than the 5')
 
     os.rename(source / 'roses', source / 'rose')
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         flowers.convert(str(tmp_path / 'out'), str(source), num_validation=1)
     assert_one_line_error(excinfo, source, 'class folders daisy, dandelion, rose, sunflowers')
 
     archive, _ = make_flowers(tmp_path / 'packed', per_class=1, archive=True)
     archive.write_bytes(archive.read_bytes()[:-500])
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         flowers.convert(str(tmp_path / 'out'), str(archive), num_validation=1)
     assert_one_line_error(excinfo, archive, 'not a complete tar archive')
     assert listing(tmp_path / 'out') == []
 
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         flowers.convert(str(tmp_path / 'out'), str(tmp_path / 'flower_photos.tgz'))
-    assert_one_line_error(excinfo, tmp_path / 'flower_photos.tgz', 'missing')
+    assert str(excinfo.value) == (
+        f"--source '{tmp_path}/flower_photos.tgz' does not exist; expected "
+        "flower_photos.tgz or its extracted flower_photos directory")
 
 
 # download_and_convert_data.py.
@@ -464,21 +480,32 @@ def test_script_converts_a_local_archive(tmp_path):
     check_cifar(out, expected)
 
 
-@pytest.mark.parametrize('problem', ['truncated', 'no_dataset_dir'])
+@pytest.mark.parametrize('problem', ['truncated', 'no_dataset_dir', 'unknown_dataset',
+                                     'embedded_source'])
 def test_script_errors_are_one_line(tmp_path, problem):
     source, _ = make_cifar(tmp_path / 'source')
     source.write_bytes(source.read_bytes()[:-1000])
     out = tmp_path / 'out'
     out.mkdir()
     (out / 'notes.md').write_text('mine')
-    args = ['--dataset_name=cifar10', f'--source={source}']
-    if problem == 'truncated':
-        args.append(f'--dataset_dir={out}')
+    args, message = {
+        'truncated': (['--dataset_name=cifar10', f'--dataset_dir={out}', f'--source={source}'],
+                      f'{source}: not a complete tar.gz archive ('),
+        'no_dataset_dir': (['--dataset_name=cifar10', f'--source={source}'],
+                           "--dataset_dir is required for dataset 'cifar10': the directory "
+                           "to write its TFRecord files into"),
+        'unknown_dataset': (['--dataset_name=bogus', f'--dataset_dir={out}'],
+                            "unknown --dataset_name 'bogus'; valid: cifar10, digits, flowers, "
+                            "imagenet, mnist, visualwakewords"),
+        'embedded_source': (['--dataset_name=digits', f'--dataset_dir={out}',
+                             f'--source={source}'],
+                            '--source does not apply to digits: it is embedded'),
+    }[problem]
     result = run_script(*args)
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines()  # Not TensorFlow's C++ logs.
               if line.startswith('download_and_convert_data.py: error: ')]
     assert len(errors) == 1 and 'Traceback' not in result.stderr
-    assert (f'{source}: not a complete tar.gz archive' if problem == 'truncated'
-            else "--dataset_dir is required for dataset 'cifar10'") in errors[0]
+    error = errors[0].removeprefix('download_and_convert_data.py: error: ')
+    assert error.startswith(message) if problem == 'truncated' else error == message
     assert listing(out) == ['notes.md']

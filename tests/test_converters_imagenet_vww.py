@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from datasets import conversion, dataset_factory, dataset_utils, imagenet, visualwakewords
+from deployment.errors import UsageError
 from test_converters import run_script  # tests/ is on sys.path under pytest.
 
 SYNSETS = ['n00000003', 'n00000001', 'n00000002']  # Labels 1, 2, 3: file order, not sorted.
@@ -196,7 +197,7 @@ def test_imagenet_interrupted_conversion_is_completed(imagenet_source, imagenet_
         good = f.read()
     write(broken, good[:len(good) // 2])  # Truncated.
     dataset_dir = tmp_path / 'out'
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         convert_imagenet(dataset_dir, source, num_workers=1)
     assert error_message(excinfo).startswith(f'{broken}: not a readable image')
     written = shard_names(dataset_dir)
@@ -253,7 +254,7 @@ def test_imagenet_from_the_official_tars(imagenet_source, imagenet_dir, tmp_path
 
 
 def imagenet_error(source, dataset_dir, **options):
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         convert_imagenet(dataset_dir, source, **options)
     return error_message(excinfo)
 
@@ -262,8 +263,12 @@ def test_imagenet_bad_inputs(imagenet_source, tmp_path):
     source = str(tmp_path / 'source')
     shutil.copytree(imagenet_source[0], source)
     out = tmp_path / 'out'
-    with pytest.raises(conversion.ConversionError, match='without an account'):
+    expected = ('a directory holding train/<synset>/*.JPEG and validation/*.JPEG, or '
+                'ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar, and the synset files')
+    with pytest.raises(UsageError) as excinfo:
         imagenet.convert(str(out), None)
+    assert error_message(excinfo) == ('ImageNet cannot be downloaded without an account: '
+                                      f'--source is required, {expected}')
     missing = os.path.join(source, 'missing.txt')
     assert imagenet_error(source, out, synsets_file=missing).startswith(
         f'{missing}: missing; expected the list of synsets')
@@ -289,9 +294,10 @@ def test_imagenet_bad_inputs(imagenet_source, tmp_path):
         "got 'a.JPEG,0.1,0.2,0.3'")
     write(boxes, 'a.JPEG,0.1,0.2,0.3,x\n')
     assert imagenet_error(source, out, bounding_boxes=boxes).startswith(f'{boxes}:1: expected')
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         imagenet.convert(str(out), os.path.join(source, 'boxes.csv'))
-    assert error_message(excinfo).startswith(f'{source}/boxes.csv: not a directory')
+    assert error_message(excinfo) == (
+        f"--source '{source}/boxes.csv' is not a directory; expected {expected}")
     write(os.path.join(out, 'labels.txt'), '0:something else\n')
     assert imagenet_error(source, out) == (
         f"{out}/labels.txt: exists but is not this dataset's labels file; move it away")
@@ -411,7 +417,7 @@ def test_vww_interrupted_conversion_is_completed(coco_source, vww_dir, tmp_path)
     missing = os.path.join(source, 'train2014', 'd.jpg')
     os.rename(missing, missing + '.away')
     dataset_dir = tmp_path / 'out'
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         convert_vww(dataset_dir, source)
     assert error_message(excinfo) == f'{missing}: missing; expected a COCO JPEG image'
     assert shard_names(dataset_dir) == ['train.record-00000-of-00002']
@@ -427,7 +433,7 @@ def test_vww_interrupted_conversion_is_completed(coco_source, vww_dir, tmp_path)
 
 
 def vww_error(source, dataset_dir, **options):
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         convert_vww(dataset_dir, source, **options)
     return error_message(excinfo)
 
@@ -438,8 +444,9 @@ def test_vww_bad_inputs(coco_source, tmp_path):
     out = tmp_path / 'out'
     assert vww_error(source, out, foreground_class_of_interest='dog') == (
         f"{visualwakewords.annotations_path(source, 'train')}: no category named 'dog'")
-    assert vww_error(os.path.join(source, 'nowhere'), out).startswith(
-        f'{source}/nowhere: not a directory')
+    assert vww_error(os.path.join(source, 'nowhere'), out) == (
+        f"--source '{source}/nowhere' does not exist; expected a directory holding "
+        "train2014/, val2014/ and annotations/")
     image = os.path.join(source, 'train2014', 'a.jpg')
     write(image, conversion.encode_png(smooth_image(0, 20, 30)))
     assert vww_error(source, out) == f'{image}: not a JPEG image'
@@ -496,7 +503,7 @@ def test_vww_download_extracts_coco(coco_source, tmp_path, monkeypatch):
     shutil.rmtree(coco_dir / 'train2014')
     write(str(archive), b'PK not a zip')
     os.remove(dataset_dir / 'labels.txt')
-    with pytest.raises(conversion.ConversionError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         visualwakewords.convert(str(dataset_dir), num_shards=VWW_SHARDS)
     assert error_message(excinfo).startswith(f'{archive}: not a readable zip archive')
     assert not glob.glob(str(coco_dir / '*.tmp-*'))

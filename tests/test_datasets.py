@@ -2,6 +2,7 @@
 
 Everything runs on real TFRecord files in tmp_path; no network.
 """
+import inspect
 import os
 import shutil
 
@@ -13,6 +14,7 @@ from sklearn.datasets import load_digits
 
 from datasets import dataset_factory, dataset_utils, digits
 from datasets.dataset_utils import DatasetSplit
+from deployment.errors import UsageError
 
 DIGITS_FILES = [
     'digits_test_00000-of-00002.tfrecord', 'digits_test_00001-of-00002.tfrecord',
@@ -141,12 +143,17 @@ def test_label_file_round_trip(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ['labels.txt', 'other.txt']
 
 
-def test_read_label_file_rejects_a_malformed_line(tmp_path):
-    (tmp_path / 'labels.txt').write_text('0:zero\none\n')
-    with pytest.raises(ValueError) as excinfo:
+def test_read_label_file_rejects_a_foreign_file(tmp_path):
+    (tmp_path / 'labels.txt').write_text('0:zero\r\none\n')
+    with pytest.raises(UsageError) as excinfo:
         dataset_utils.read_label_file(tmp_path)
     assert error_message(excinfo) == (
         f"{tmp_path / 'labels.txt'}:2: expected 'id:name' with an integer id, got 'one'")
+    (tmp_path / 'labels.txt').write_bytes(b'\x89PNG\r\n\x1a\n\xff')
+    with pytest.raises(UsageError) as excinfo:
+        dataset_utils.read_label_file(tmp_path)
+    assert error_message(excinfo) == (
+        f"{tmp_path / 'labels.txt'}: not UTF-8 text; expected 'id:name' lines")
 
 
 def test_shard_filename():
@@ -163,6 +170,7 @@ def test_shard_filename_rejects_bad_numbers(shard_id, num_shards, match):
     with pytest.raises(ValueError, match=match) as excinfo:
         dataset_utils.shard_filename('/d', 'p', 'train', shard_id, num_shards)
     error_message(excinfo)
+    assert type(excinfo.value) is ValueError  # Our code's mistake, not the user's.
 
 
 def test_write_tfrecord_leaves_nothing_when_interrupted(tmp_path):
@@ -183,11 +191,12 @@ def test_dataset_split_validates_channels_and_files(tmp_path):
     with pytest.raises(ValueError, match='channels must be 1 or 3, got 2') as excinfo:
         DatasetSplit('d', 'train', str(tmp_path / '*'), 1, 1, None, {}, channels=2)
     error_message(excinfo)
+    assert type(excinfo.value) is ValueError
     split = DatasetSplit('d', 'train', str(tmp_path / 'd_train_*'), 1, 1, None, {}, 1)
-    with pytest.raises(ValueError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         split.files()
     assert error_message(excinfo) == (
-        f"dataset_dir '{tmp_path}' holds no files matching 'd_train_*' for dataset 'd' "
+        f"--dataset_dir '{tmp_path}' holds no files matching 'd_train_*' for dataset 'd' "
         "split 'train' (create them with download_and_convert_data.py)")
 
 
@@ -274,17 +283,48 @@ def test_digits_errors(tmp_path):
                                          "got 'validation'") as excinfo:
         digits.split_indices('validation')
     error_message(excinfo)
+    assert type(excinfo.value) is ValueError  # get_dataset checks users' split names first.
     not_a_dir = tmp_path / 'file'
     not_a_dir.write_text('')
-    with pytest.raises(ValueError, match='is a file, not a directory') as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         digits.prepare(str(not_a_dir))
-    error_message(excinfo)
+    assert error_message(excinfo) == f"--dataset_dir '{not_a_dir}' is a file, not a directory"
 
 
 # --- get_dataset -------------------------------------------------------------------------
 
-def test_every_registered_dataset_is_tested():
-    assert sorted([*FAKE_SPLITS, 'digits']) == list(dataset_factory.DATASET_NAMES)
+def test_the_registry_lists_all_six_datasets():
+    assert list(dataset_factory.DATASETS) == sorted([*FAKE_SPLITS, 'digits'])
+    assert len(dataset_factory.DATASETS) == 6
+    assert dataset_factory.DATASETS.flag == 'dataset_name'
+
+
+@pytest.mark.parametrize('name, splits_to_sizes, num_classes', [
+    ('cifar10', {'train': 50000, 'test': 10000}, 10),
+    ('digits', {'train': 1437, 'test': 360}, 10),
+    ('flowers', {'train': 3320, 'validation': 350}, 5),
+    ('imagenet', {'train': 1281167, 'validation': 50000}, 1001),
+    ('mnist', {'train': 60000, 'test': 10000}, 10),
+    ('visualwakewords', {'train': 82783, 'val': 40504}, 2),
+])
+def test_registered_sizes_are_slims(name, splits_to_sizes, num_classes):
+    info = dataset_factory.get_info(name)
+    assert (info.splits_to_sizes, info.num_classes) == (splits_to_sizes, num_classes)
+
+
+@pytest.mark.parametrize('name', sorted([*FAKE_SPLITS, 'digits']))
+def test_every_dataset_has_its_converter_or_is_embedded(name):
+    """A converter is its own module's convert(dataset_dir, source=None, ...); only an
+    embedded dataset has none, and then prepares itself."""
+    entry = dataset_factory.DATASETS[name]
+    assert dataset_factory.get_info(name) is entry
+    if entry.convert is None:
+        assert callable(entry.prepare) and entry.prepare.__module__ == f'datasets.{name}'
+        return
+    assert entry.prepare is None
+    assert callable(entry.convert) and entry.convert.__module__ == f'datasets.{name}'
+    parameters = list(inspect.signature(entry.convert).parameters)
+    assert parameters[:2] == ['dataset_dir', 'source']
 
 
 @pytest.mark.parametrize('name', sorted(FAKE_SPLITS))
@@ -388,40 +428,58 @@ def test_get_dataset_passes_the_reader_on(digits_dir):
 
 @pytest.mark.parametrize('args, message', [
     (('nope', 'train', '/tmp'),
-     "unknown dataset name 'nope'; valid names: cifar10, digits, flowers, imagenet, mnist, "
+     "unknown --dataset_name 'nope'; valid: cifar10, digits, flowers, imagenet, mnist, "
      "visualwakewords"),
     (('mnist', 'validation', '/tmp'),
-     "unknown split_name 'validation' for dataset 'mnist'; valid splits: train, test"),
+     "unknown --dataset_split_name 'validation'; valid: train, test"),
     (('imagenet', 'test', '/tmp'),
-     "unknown split_name 'test' for dataset 'imagenet'; valid splits: train, validation"),
+     "unknown --dataset_split_name 'test'; valid: train, validation"),
     (('mnist', 'train', None),
-     "dataset_dir is required for dataset 'mnist': the directory holding its TFRecord files "
-     "(see download_and_convert_data.py)"),
+     "--dataset_dir is required for dataset 'mnist': the directory holding its TFRecord "
+     "files (see download_and_convert_data.py)"),
     (('flowers', 'train', ''),
-     "dataset_dir is required for dataset 'flowers': the directory holding its TFRecord "
+     "--dataset_dir is required for dataset 'flowers': the directory holding its TFRecord "
      "files (see download_and_convert_data.py)"),
 ])
 def test_get_dataset_errors(args, message):
-    with pytest.raises(ValueError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         dataset_factory.get_dataset(*args)
     assert error_message(excinfo) == message
 
 
+def test_get_info_names_the_flag():
+    assert dataset_factory.get_info('flowers').num_classes == 5
+    with pytest.raises(UsageError) as excinfo:
+        dataset_factory.get_info('bogus')
+    assert error_message(excinfo) == (
+        "unknown --dataset_name 'bogus'; valid: cifar10, digits, flowers, imagenet, mnist, "
+        "visualwakewords")
+
+
+def test_get_dataset_names_a_foreign_labels_file(tmp_path):
+    write_fake_file(str(tmp_path / 'mnist_test.tfrecord'), 1, [3])
+    (tmp_path / 'labels.txt').write_text('cat\n')
+    with pytest.raises(UsageError) as excinfo:
+        dataset_factory.get_dataset('mnist', 'test', str(tmp_path))
+    assert error_message(excinfo) == (
+        f"{tmp_path / 'labels.txt'}:1: expected 'id:name' with an integer id, got 'cat'")
+
+
 def test_get_dataset_names_a_missing_directory(tmp_path):
     missing = str(tmp_path / 'missing')
-    with pytest.raises(ValueError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         dataset_factory.get_dataset('mnist', 'train', missing)
     assert error_message(excinfo) == (
-        f"dataset_dir '{missing}' does not exist; expected files matching "
+        f"--dataset_dir '{missing}' does not exist; expected files matching "
         "'mnist_train.tfrecord' for dataset 'mnist' split 'train' "
         "(create them with download_and_convert_data.py)")
 
 
 def test_get_dataset_names_a_directory_without_the_split(tmp_path):
     write_fake_file(str(tmp_path / 'flowers_train_00000-of-00005.tfrecord'), 3, [0])
-    with pytest.raises(ValueError) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         dataset_factory.get_dataset('flowers', 'validation', str(tmp_path))
     assert error_message(excinfo) == (
-        f"dataset_dir '{tmp_path}' holds no files matching 'flowers_validation_*.tfrecord' "
+        f"--dataset_dir '{tmp_path}' holds no files matching 'flowers_validation_*.tfrecord' "
         "for dataset 'flowers' split 'validation' "
         "(create them with download_and_convert_data.py)")

@@ -133,7 +133,7 @@ def test_properties_are_read_only():
     ({'num_clones': 2, 'clone_devices': ['/device:CPU:0']},
      r"clone_devices must list one device per clone \(num_clones=2\), got \['/device:CPU:0'\]"),
     ({'ps_strategy': 'largest_first'},
-     r"ps_strategy must be one of \('round_robin', 'bytes'\), got 'largest_first'"),
+     r"ps_strategy must be one of \('bytes', 'round_robin'\), got 'largest_first'"),
     ({'num_ps_tasks': 2, 'ps_strategy': 'Bytes'}, r"ps_strategy must be one of .*got 'Bytes'"),
     ({'ps_strategy': None}, r'ps_strategy must be one of .*got None'),
 ])
@@ -174,7 +174,7 @@ def test_placement_plan_names_every_device():
 
 
 def test_ps_strategy_is_read_only_and_in_repr():
-    assert PS_STRATEGIES == ('round_robin', 'bytes')
+    assert PS_STRATEGIES.names == ('bytes', 'round_robin')
     assert DeploymentConfig().ps_strategy == 'round_robin'
     config = DeploymentConfig(num_ps_tasks=2, ps_strategy='bytes')
     assert config.ps_strategy == 'bytes'

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from deployment.errors import UsageError
 from nets import nets_factory
 
 NUM_CLASSES = 7
@@ -137,11 +138,11 @@ def test_vgg_16_contract():
     assert end_points['vgg_16/fc8'] is logits
 
 
-def test_unknown_name_lists_the_valid_names():
-    valid = ', '.join(sorted(nets_factory.NETWORKS))
-    with pytest.raises(ValueError) as error:
+def test_unknown_name_names_the_flag_and_lists_the_valid_names():
+    with pytest.raises(UsageError) as error:
         nets_factory.get_network_fn('foo', 10)
-    assert str(error.value) == f"unknown model_name 'foo'; valid names: {valid}"
+    valid = ', '.join(sorted(nets_factory.NETWORKS))  # The set is pinned below.
+    assert str(error.value) == f"unknown --model_name 'foo'; valid: {valid}"
 
 
 def test_the_registry_holds_every_slim_network():
@@ -175,7 +176,8 @@ def test_no_classes_returns_features_without_a_logits_layer(name, num_classes, f
 @pytest.mark.parametrize('name', sorted(
     name for name, network in nets_factory.NETWORKS.items() if not network.logits_optional))
 def test_nets_that_always_have_logits_reject_no_classes(name):
-    with pytest.raises(ValueError, match=f"model '{name}' always has a logits layer"):
+    with pytest.raises(UsageError, match=f"^--model_name '{name}' always has a logits layer: "
+                                         "num_classes must be a positive integer, got None$"):
         nets_factory.get_network_fn(name, None)
 
 

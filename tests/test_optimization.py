@@ -6,6 +6,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from deployment import optimization
+from deployment.errors import UsageError
 from deployment.optimization import OptimizerParams
 
 
@@ -85,12 +86,15 @@ def test_every_optimizer_has_a_first_step_check():
 
 @pytest.mark.parametrize('call, message', [
     (lambda: optimization.optimizer('lamb', 0.1),
-     "unknown optimizer 'lamb'; valid: adadelta, adagrad, adam, ftrl, momentum, rmsprop, sgd"),
+     "unknown --optimizer 'lamb'; valid: adadelta, adagrad, adam, ftrl, momentum, rmsprop, sgd"),
+    (lambda: optimization.OPTIMIZERS['Adam'],
+     "unknown --optimizer 'Adam'; valid: adadelta, adagrad, adam, ftrl, momentum, rmsprop, sgd"),
     (lambda: optimization.learning_rate('cosine', 0.1, 0, 10),
-     "unknown learning_rate_decay_type 'cosine'; valid: exponential, fixed, polynomial"),
-    (lambda: optimization.check_names('sgd', 'step'),
-     "unknown learning_rate_decay_type 'step'"),
+     "unknown --learning_rate_decay_type 'cosine'; valid: exponential, fixed, polynomial"),
+    (lambda: optimization.LEARNING_RATE_DECAY_TYPES['step'],
+     "unknown --learning_rate_decay_type 'step'; valid: exponential, fixed, polynomial"),
 ])
-def test_unknown_names_list_the_valid_ones(call, message):
-    with pytest.raises(ValueError, match=message):
+def test_unknown_names_name_the_flag_and_list_the_valid_ones(call, message):
+    with pytest.raises(UsageError) as error:
         call()
+    assert str(error.value) == message

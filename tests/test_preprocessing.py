@@ -1,5 +1,6 @@
-"""preprocessing_factory: every name, training and evaluation, on decoded JPEGs; channel
-handling; each scheme's value range; tf.data's map.
+"""preprocessing_factory: every name (family or network), training and evaluation, on
+decoded JPEGs; each network's family; channel handling; each scheme's value range; tf.data's
+map; unknown names.
 
 Graphs are built in a private tf.Graph, so eager mode stays on.
 """
@@ -7,14 +8,28 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from nets import nets_factory
+from deployment.errors import UsageError
+from nets.nets_factory import NETWORKS
 from preprocessing import preprocessing_factory
+from preprocessing.preprocessing_factory import PREPROCESSING
 
 # Not square and not the input's size, so swapped or skipped resizes show.
 HEIGHT, WIDTH = 40, 48
-# One name per image preprocessing module.
+# The image families (every family but 'video').
 FAMILIES = ['cifarnet', 'inception', 'lenet', 'vgg']
-VIDEO_NETS = {'i3d', 's3dg'}
+# Every name get_preprocessing takes: the families and the networks.
+NAMES = sorted(set(PREPROCESSING) | set(NETWORKS))
+# Each network's family, 'inception' unless listed (trained checkpoints expect it).
+FAMILY_EXCEPTIONS = {
+    'cifarnet': 'cifarnet', 'nasnet_cifar': 'cifarnet', 'lenet': 'lenet',
+    'i3d': 'video', 's3dg': 'video',
+    'vgg_a': 'vgg', 'vgg_16': 'vgg', 'vgg_19': 'vgg',
+    'resnet_v1_50': 'vgg', 'resnet_v1_101': 'vgg', 'resnet_v1_152': 'vgg', 'resnet_v1_200': 'vgg',
+}
+
+
+def _family(name):
+    return NETWORKS[name].preprocessing if name in NETWORKS else name
 
 
 def _decoded_jpeg(height=60, width=80, channels=3):
@@ -42,9 +57,9 @@ def _decoded_clip(frames=4):
 
 
 @pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
-@pytest.mark.parametrize('name', preprocessing_factory.PREPROCESSING)
+@pytest.mark.parametrize('name', NAMES)
 def test_every_preprocessing_gives_the_requested_size(name, is_training):
-    frames = [4] if name in VIDEO_NETS else []
+    frames = [4] if _family(name) == 'video' else []
     static_shape, image = _preprocess(name, _decoded_clip if frames else _decoded_jpeg,
                                       is_training)
     assert static_shape == [*frames, HEIGHT, WIDTH, 3]
@@ -60,8 +75,13 @@ def test_video_preprocessing_rejects_a_single_image():
             preprocessing_fn(_decoded_jpeg(), HEIGHT, WIDTH)
 
 
-def test_every_network_has_a_preprocessing():
-    assert set(nets_factory.NETWORKS) <= set(preprocessing_factory.PREPROCESSING)
+def test_the_families_are_slims_plus_video():
+    assert PREPROCESSING.names == ('cifarnet', 'inception', 'lenet', 'vgg', 'video')
+
+
+def test_every_network_names_its_family():
+    assert {name: network.preprocessing for name, network in NETWORKS.items()} == {
+        name: FAMILY_EXCEPTIONS.get(name, 'inception') for name in NETWORKS}
 
 
 @pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
@@ -138,11 +158,10 @@ def test_training_preprocessing_runs_inside_tf_data_map(name):
             assert sess.run(batch).shape == (2, HEIGHT, WIDTH, 3)
 
 
-def test_unknown_name_lists_the_valid_names():
-    valid = ', '.join(sorted(preprocessing_factory.PREPROCESSING))
-    with pytest.raises(ValueError) as error:
+def test_unknown_name_names_the_flag_and_lists_families_and_networks():
+    with pytest.raises(UsageError) as error:
         preprocessing_factory.get_preprocessing('foo')
-    assert str(error.value) == f"unknown preprocessing name 'foo'; valid names: {valid}"
+    assert str(error.value) == f"unknown --preprocessing_name 'foo'; valid: {', '.join(NAMES)}"
 
 
 @pytest.mark.parametrize('shape', [[60, 80, 4], [60, 80, None], [60, 80]])
