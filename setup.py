@@ -4,23 +4,28 @@ from setuptools import find_packages, setup
 # Top-level scripts, each also installed as a console command of the same name.
 ENTRY_SCRIPTS = ['train_image_classifier', 'eval_image_classifier', 'export_inference_graph',
                  'download_and_convert_data']
+# Installed with all their subpackages; tests/, benchmarks/, examples/, ... are not.
+PACKAGES = ['deployment', 'nets', 'datasets', 'preprocessing', 'image_classifier']
 
 setup(
     name='slim-deploy',
     version='0.1.0',
     description='Data-parallel training of TF-Slim image classifiers on TensorFlow 2.16+',
     python_requires='>=3.10',
-    packages=find_packages(include=['deployment', 'nets', 'datasets', 'preprocessing']),
+    packages=find_packages(include=[pattern for package in PACKAGES
+                                    for pattern in (package, f'{package}.*')]),
     py_modules=ENTRY_SCRIPTS,
     entry_points={'console_scripts': [
         *(f'{script} = {script}:run' for script in ENTRY_SCRIPTS),
         'launch_cluster = deployment.launch:run',
     ]},
     install_requires=[
-        # Tested on TensorFlow 2.21. tf-keras pins the TensorFlow minor version it was
-        # built for, so pip picks a matching pair; slim.batch_norm needs its legacy layers.
-        'tensorflow>=2.16',
-        'tf-keras>=2.16',
+        # deployment/compat.py patches TensorFlow's private modules and is tested on 2.16
+        # to 2.21: raise the bound (and compat's NEWEST_TESTED) only after testing a newer
+        # one. tf-keras pins the TensorFlow minor version it was built for, so pip picks a
+        # matching pair; slim.batch_norm needs its legacy layers.
+        'tensorflow>=2.16,<2.22',
+        'tf-keras>=2.16,<2.22',
         'tf-slim>=1.1',
         'numpy',
         'scikit-learn',  # Only for the embedded digits dataset (load_digits, no download).

@@ -3,10 +3,19 @@
 tf-slim reaches into TensorFlow's private modules for names that have since moved, and
 TensorFlow's legacy layers import a tf-keras module that has moved. `repair()` points each
 missing name at its new home and leaves every name that still exists alone: on a
-TensorFlow where nothing moved, it changes nothing. `import deployment` calls it.
+TensorFlow where nothing moved, it changes nothing. `import deployment` calls it. On a
+TensorFlow newer than the newest tested (setup.py's upper bound keeps pip from installing
+one), it first warns once.
 """
+import functools
 import importlib
 import importlib.util
+import warnings
+
+import tensorflow as tf
+
+# The newest TensorFlow (major, minor) the repairs are tested on; setup.py pins below the next.
+_NEWEST_TESTED = (2, 21)
 
 # (module tf-slim imports, name it uses there, module that holds it now, name there).
 _MOVED_NAMES = (
@@ -63,8 +72,22 @@ def _importable(name):
         return False
 
 
+@functools.cache
+def _warn_if_untested(version):
+    """Warns, once per version, if TensorFlow `version` (e.g. '2.22.0') is newer than tested."""
+    if tuple(int(part) for part in version.split('.')[:2]) <= _NEWEST_TESTED:
+        return
+    major, minor = _NEWEST_TESTED
+    warnings.warn(
+        f'TensorFlow {version} is newer than {major}.{minor}, the newest slim-deploy is tested '
+        f'on. Its tf-slim repairs may still work; if tf_slim fails to import or to build a '
+        f'model, install a tested version: pip install "tensorflow<{major}.{minor + 1}" '
+        f'"tf-keras<{major}.{minor + 1}"', RuntimeWarning)
+
+
 def repair():
     """Applies every repair that the installed TensorFlow needs; idempotent."""
+    _warn_if_untested(tf.__version__)
     for module_name, name, new_module_name, new_name in _MOVED_NAMES:
         module = importlib.import_module(module_name)
         if not hasattr(module, name):

@@ -7,6 +7,7 @@ import importlib
 import importlib.machinery
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -167,3 +168,19 @@ def test_legacy_layers_use_the_moved_tf_keras_module():
     from tensorflow.python.layers import normalization
     moved = importlib.import_module('tf_keras.src.legacy_tf_layers.normalization')
     assert normalization.BatchNormalization is moved.BatchNormalization
+
+
+def test_warns_once_on_a_tensorflow_newer_than_tested():
+    """A newer TensorFlow gets one warning naming both versions and the fix; tested ones none."""
+    with pytest.warns(RuntimeWarning) as record:
+        compat._warn_if_untested('2.22.0-rc1')
+        compat._warn_if_untested('2.22.0-rc1')
+    message, = (str(warning.message) for warning in record)
+    assert '2.22.0-rc1' in message and '2.21' in message
+    assert 'pip install "tensorflow<2.22"' in message
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        for version in ('2.16.1', '2.21.0', '2.21.1rc0', '1.15.5'):
+            compat._warn_if_untested(version)
+    with pytest.warns(RuntimeWarning, match='TensorFlow 3.0.0 is newer'):
+        compat._warn_if_untested('3.0.0')
