@@ -22,13 +22,17 @@ embedded 'digits' needs no download: this converts them (into --dataset_dir or t
 default directory) and prints where they are. The other flags are options of one
 converter each (CONVERTER_OPTIONS); giving one for another dataset is an error.
 """
-import os
+from image_classifier import quiet
 
-from absl import flags
+quiet.start()  # Before TensorFlow is imported.
 
-from datasets import dataset_factory
-from deployment import cli, fileio
-from deployment.errors import UsageError
+import os  # noqa: E402
+
+from absl import flags  # noqa: E402
+
+from datasets import dataset_factory  # noqa: E402
+from deployment.errors import UsageError  # noqa: E402
+from image_classifier import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -73,29 +77,10 @@ CONVERTER_OPTIONS = {
 }
 
 
-def download_and_convert(name, dataset_dir, source=None, **options):
-    """Converts dataset `name` into dataset_dir from source (None: download); returns the
-    directory holding the converted dataset ('~' expanded). options: the converter's own
-    keyword options (CONVERTER_OPTIONS[name]). An embedded dataset (no converter) is
-    written into dataset_dir, or its default directory if None."""
-    entry = dataset_factory.DATASETS[name]
-    if entry.convert is None:
-        if source:
-            raise UsageError(f'--source does not apply to {name}: it is embedded')
-        return entry.prepare(dataset_dir or None)
-    if not dataset_dir:
-        raise UsageError(f'--dataset_dir is required for dataset {name!r}: the directory '
-                         'to write its TFRecord files into')
-    dataset_dir = os.path.expanduser(dataset_dir)
-    fileio.check_writable_dir(dataset_dir, '--dataset_dir')
-    entry.convert(dataset_dir, source=os.path.expanduser(source) if source else None,
-                  **options)
-    return dataset_dir
-
-
 def converter_options(name):
-    """{option: flag value} of the flags in CONVERTER_OPTIONS[name]; UsageError if a flag
-    of another converter is given."""
+    """{option: flag value} of the flags in CONVERTER_OPTIONS[name]; UsageError if `name`
+    is no dataset or a flag of another converter is given."""
+    dataset_factory.DATASETS.check(name)
     for dataset, options in CONVERTER_OPTIONS.items():
         given = [flag for flag in options if FLAGS[flag].present]
         if dataset != name and given:
@@ -105,12 +90,8 @@ def converter_options(name):
 
 def main(argv):
     del argv
-    cli.setup_logging()
-    try:
-        dataset_dir = download_and_convert(FLAGS.dataset_name, FLAGS.dataset_dir, FLAGS.source,
-                                           **converter_options(FLAGS.dataset_name))
-    except (ValueError, OSError) as e:  # Bad input, a failed download, a full disk.
-        cli.fail(e)
+    dataset_dir = dataset_factory.convert(FLAGS.dataset_name, FLAGS.dataset_dir, FLAGS.source,
+                                          **converter_options(FLAGS.dataset_name))
     print(f'{FLAGS.dataset_name}: converted into {dataset_dir}')
 
 

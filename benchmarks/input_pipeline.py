@@ -19,10 +19,9 @@ import numpy as np
 import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import tensorflow.compat.v1 as tf
 
-from datasets import dataset_factory, dataset_utils, digits, pipeline
+from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy, optimization, training
-from nets import nets_factory
-from preprocessing import preprocessing_factory
+from image_classifier import config, parts
 
 BATCH_SIZE = 32
 NUM_CLONES = 2
@@ -48,14 +47,6 @@ def synthetic_split(directory, num_examples=2048, num_shards=4, size=32, num_cla
         items_to_descriptions={}, channels=3)
 
 
-def real_batches(split, model_name):
-    """The training pipeline as train_image_classifier.py builds it (default flags)."""
-    network_fn = nets_factory.get_network_fn(model_name, split.num_classes)
-    return pipeline.training_batches(
-        split, preprocessing_factory.get_preprocessing(model_name, is_training=True),
-        network_fn.default_image_size, BATCH_SIZE)
-
-
 def first_batch(make_batches):
     """The first (images, labels) batch of make_batches(), as numpy arrays."""
     with tf.Graph().as_default(), tf.Session() as sess:
@@ -75,31 +66,36 @@ def pipeline_rate(make_batches, steps):
             return steps * BATCH_SIZE / (time.perf_counter() - start)
 
 
-def training_rate(make_batches, model_name, num_classes, steps):
-    """Training examples/sec of model_name with NUM_CLONES clones fed by make_batches()."""
-    devices, num_cpus = training.clone_devices(NUM_CLONES, clone_on_cpu=False)
-    config = model_deploy.DeploymentConfig(num_clones=NUM_CLONES, clone_devices=devices)
+def training_rate(make_batches, model, steps):
+    """Training examples/sec of `model` (a Classifier) with NUM_CLONES clones, default
+    optimization, fed by make_batches()."""
+    deployment, num_cpu_devices = parts.deployment(config.DevicesConfig(num_clones=NUM_CLONES))
+    optimizing = config.OptimizationConfig()
     with tf.Graph().as_default():
-        with tf.device(config.inputs_device()):
+        with tf.device(deployment.inputs_device()):
             iterator = tf.data.make_one_shot_iterator(make_batches())
-        network_fn = nets_factory.get_network_fn(model_name, num_classes, 0.00004, True)
-        model = model_deploy.deploy(
-            config, training.classification_model_fn(network_fn, iterator,
-                                                     config.inputs_device(), num_classes, 0.0),
-            optimizer=optimization.optimizer('rmsprop', 0.01))
-        with tf.Session(config=training.session_config(num_cpus)) as sess:
+        deployed = model_deploy.deploy(
+            deployment, training.classification_model_fn(
+                model.network_fn, iterator, deployment.inputs_device(), model.num_classes,
+                optimizing.label_smoothing),
+            optimizer=optimization.optimizer(optimizing.optimizer, optimizing.learning_rate))
+        with tf.Session(config=training.session_config(num_cpu_devices)) as sess:
             sess.run(tf.global_variables_initializer())
             for _ in range(10):
-                sess.run(model.train_op)
+                sess.run(deployed.train_op)
             start = time.perf_counter()
             for _ in range(steps):
-                sess.run(model.train_op)
+                sess.run(deployed.train_op)
             return steps * BATCH_SIZE * NUM_CLONES / (time.perf_counter() - start)
 
 
 def benchmark(name, split, model_name, steps, rounds):
-    def real():
-        return real_batches(split, model_name)
+    data = config.DataConfig(batch_size=BATCH_SIZE)
+    model = parts.classifier(data, config.ModelConfig(model_name=model_name), is_training=True,
+                             weight_decay=config.OptimizationConfig.weight_decay, split=split)
+
+    def real():  # As train_image_classifier.py reads it.
+        return model.training_batches(data)
 
     batch = first_batch(real)
 
@@ -109,8 +105,8 @@ def benchmark(name, split, model_name, steps, rounds):
     alone = pipeline_rate(real, steps)
     rates = {'real': [], 'memory': []}
     for _ in range(rounds):
-        rates['real'].append(training_rate(real, model_name, split.num_classes, steps))
-        rates['memory'].append(training_rate(memory, model_name, split.num_classes, steps))
+        rates['real'].append(training_rate(real, model, steps))
+        rates['memory'].append(training_rate(memory, model, steps))
     real_rate, memory_rate = (statistics.median(rates[k]) for k in ('real', 'memory'))
     print(f'{name:<22} pipeline alone {alone:9.0f} ex/s | training: real pipeline '
           f'{real_rate:7.0f} ex/s, in memory {memory_rate:7.0f} ex/s, '

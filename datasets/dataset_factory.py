@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from datasets import cifar10, dataset_utils, digits, flowers, imagenet, mnist, visualwakewords
+from deployment import fileio
 from deployment.errors import UsageError
 from deployment.registry import Registry
 
@@ -150,3 +151,23 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None, reader=None):
         has_class_text=entry.has_class_text)
     split.files()  # Fails now, with the directory and pattern, if the split has no files.
     return split
+
+
+def convert(name, dataset_dir, source=None, **options):
+    """Converts dataset `name` into dataset_dir from `source` (a local archive or directory;
+    None: download it); returns the directory holding the converted dataset ('~'
+    expanded). options: the converter's own keyword options. An embedded dataset (no
+    converter) is written into dataset_dir, or its default directory if that is None."""
+    entry = DATASETS[name]
+    if entry.convert is None:
+        if source:
+            raise UsageError(f'--source does not apply to {name}: it is embedded')
+        return entry.prepare(dataset_dir or None)
+    if not dataset_dir:
+        raise UsageError(f'--dataset_dir is required for dataset {name!r}: the directory '
+                         'to write its TFRecord files into')
+    dataset_dir = os.path.expanduser(dataset_dir)
+    fileio.check_writable_dir(dataset_dir, '--dataset_dir')
+    entry.convert(dataset_dir, source=os.path.expanduser(source) if source else None,
+                  **options)
+    return dataset_dir

@@ -1,6 +1,9 @@
 """Checkpoint helpers: whole-scope matching, fine-tuning restores, checkpoint lookup."""
+from absl import logging
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+from deployment.errors import UsageError
 
 
 def parse_scopes(scopes):
@@ -25,14 +28,14 @@ def variables_to_train(trainable_scopes):
 
 def resolve_checkpoint(path):
     """The checkpoint prefix for `path`, a checkpoint prefix or a directory holding
-    checkpoints (its latest); raises ValueError if there is none."""
+    checkpoints (its latest); raises UsageError if there is none."""
     if tf.io.gfile.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
-            raise ValueError(f'checkpoint_path {path!r} is a directory with no checkpoint')
+            raise UsageError(f'--checkpoint_path {path!r} is a directory with no checkpoint')
         return latest
     if not tf.io.gfile.glob(path + '.index') and not tf.io.gfile.exists(path):
-        raise ValueError(f'checkpoint_path {path!r} is neither a checkpoint nor a directory '
+        raise UsageError(f'--checkpoint_path {path!r} is neither a checkpoint nor a directory '
                          'holding one')
     return path
 
@@ -42,7 +45,7 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars=False
     `exclude_scopes` from `checkpoint_path` (prefix or directory).
 
     Variables whose name is missing from the checkpoint, or whose shape differs (e.g. a
-    logits layer for another number of classes), raise ValueError naming them unless
+    logits layer for another number of classes), raise UsageError naming them unless
     `ignore_missing_vars`, which skips them with a warning.
     """
     checkpoint = resolve_checkpoint(checkpoint_path)
@@ -58,13 +61,13 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars=False
             skipped.append(f'{name} (checkpoint: {shapes.get(name, "missing")}, '
                            f'model: {var.shape.as_list()})')
     if skipped and not ignore_missing_vars:
-        raise ValueError(f'checkpoint {checkpoint} does not match {len(skipped)} variables; '
+        raise UsageError(f'checkpoint {checkpoint} does not match {len(skipped)} variables; '
                          'exclude their scopes with --checkpoint_exclude_scopes or pass '
                          f'--ignore_missing_vars: {"; ".join(skipped[:5])}')
     for entry in skipped:
-        tf.logging.warning('Not restoring %s', entry)
+        logging.warning('Not restoring %s', entry)
     saver = tf.train.Saver(to_restore)
-    tf.logging.info('Fine-tuning from %s: restoring %d variables', checkpoint, len(to_restore))
+    logging.info('Fine-tuning from %s: restoring %d variables', checkpoint, len(to_restore))
     return lambda scaffold, session: saver.restore(session, checkpoint)
 
 

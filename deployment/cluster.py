@@ -12,7 +12,10 @@ import json
 import signal
 import time
 
+from absl import logging
 import tensorflow.compat.v1 as tf
+
+from deployment.errors import UsageError
 
 TASK_TYPES = ('chief', 'worker', 'ps')
 
@@ -60,13 +63,13 @@ class ClusterTask:
     def start_server(self, config=None):
         """Starts and returns this task's tf.distribute.Server (gRPC; it listens on every
         interface at the address's port). config: a ConfigProto for its devices (e.g.
-        device_count), None for the default. ValueError when the port can't be bound."""
+        device_count), None for the default. UsageError when the port can't be bound."""
         try:
             return tf.distribute.Server(tf.train.ClusterSpec(self.cluster),
                                         job_name=self.task_type, task_index=self.task_index,
                                         config=config, start=True)
         except tf.errors.UnknownError as e:
-            raise ValueError(f'cannot start the gRPC server of {self.task_type}:'
+            raise UsageError(f'cannot start the gRPC server of {self.task_type}:'
                              f'{self.task_index} at {self.address} (is the port in use?): '
                              f'{e.message}') from e
 
@@ -79,89 +82,85 @@ def serve(task):
                 for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         task.start_server()
-        tf.logging.info('%s:%d serving at %s until SIGTERM or Ctrl-C', task.task_type,
+        logging.info('%s:%d serving at %s until SIGTERM or Ctrl-C', task.task_type,
                         task.task_index, task.address)
         while not received:  # Polled: TensorFlow's threads may be the ones signalled.
             time.sleep(0.1)
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-    tf.logging.info('%s:%d stopped by %s', task.task_type, task.task_index,
+    logging.info('%s:%d stopped by %s', task.task_type, task.task_index,
                     signal.Signals(received[0]).name)
 
 
 def from_tf_config(text):
     """The ClusterTask TF_CONFIG `text` describes; None when it names no cluster (empty
-    text or cluster). ValueError naming TF_CONFIG and the field when it is malformed."""
+    text or cluster). UsageError naming TF_CONFIG and the field when it is malformed."""
     if not text or not text.strip():
         return None
     try:
         config = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f'TF_CONFIG is not valid JSON: {e}') from e
+        raise UsageError(f'TF_CONFIG is not valid JSON: {e}') from e
     if not isinstance(config, dict):
-        raise ValueError(f'TF_CONFIG must be a JSON object, got {text!r}')
+        raise UsageError(f'TF_CONFIG must be a JSON object, got {text!r}')
     cluster = config.get('cluster')
     if cluster is not None and not isinstance(cluster, dict):
-        raise ValueError(f'TF_CONFIG cluster must be an object of job: [host:port, ...], '
+        raise UsageError(f'TF_CONFIG cluster must be an object of job: [host:port, ...], '
                          f'got {cluster!r}')
     if not cluster:
         return None
     task = config.get('task')
     if not isinstance(task, dict) or 'type' not in task:
-        raise ValueError(f'TF_CONFIG task must be an object {{"type": ..., "index": ...}}, '
+        raise UsageError(f'TF_CONFIG task must be an object {{"type": ..., "index": ...}}, '
                          f'got {task!r}')
     return _checked(cluster, task['type'], task.get('index', 0), {
         'cluster': 'TF_CONFIG cluster', 'type': 'TF_CONFIG task type',
-        'index': 'TF_CONFIG task index', 'ps': 'TF_CONFIG cluster.ps'})
+        'index': 'TF_CONFIG task index'})
 
 
 def from_flags(ps_hosts, worker_hosts, job_name, task):
     """The ClusterTask of flags --ps_hosts, --worker_hosts (comma-separated host:port lists,
-    None or '' for none), --job_name and --task; None when no host is given. ValueError
+    None or '' for none), --job_name and --task; None when no host is given. UsageError
     naming the flag when they are inconsistent."""
     if not ps_hosts and not worker_hosts and not job_name:
         return None
     if not worker_hosts or not job_name:
-        raise ValueError(f'--ps_hosts, --worker_hosts and --job_name go together: got '
+        raise UsageError(f'--ps_hosts, --worker_hosts and --job_name go together: got '
                          f'--worker_hosts={worker_hosts!r} --job_name={job_name!r}')
     cluster = {'worker': [host.strip() for host in worker_hosts.split(',')]}
     if ps_hosts:
         cluster['ps'] = [host.strip() for host in ps_hosts.split(',')]
     return _checked(cluster, job_name, task, {
-        'cluster': '--ps_hosts/--worker_hosts', 'type': '--job_name', 'index': '--task',
-        'ps': '--ps_hosts'})
+        'cluster': '--ps_hosts/--worker_hosts', 'type': '--job_name', 'index': '--task'})
 
 
 def _checked(cluster, task_type, task_index, names):
     """A ClusterTask after checking every field; `names` says how errors name each."""
     for job, addresses in cluster.items():
         if job not in TASK_TYPES:
-            raise ValueError(f'{names["cluster"]} has job {job!r}: this trainer runs '
+            raise UsageError(f'{names["cluster"]} has job {job!r}: this trainer runs '
                              f'{", ".join(TASK_TYPES)} tasks')
         if not isinstance(addresses, list) or not addresses:
-            raise ValueError(f'{names["cluster"]} job {job!r} must be a non-empty list of '
+            raise UsageError(f'{names["cluster"]} job {job!r} must be a non-empty list of '
                              f'host:port, got {addresses!r}')
         for address in addresses:
             host, _, port = str(address).rpartition(':')
             if not (host and port.isascii() and port.isdigit() and 0 < int(port) < 65536):
-                raise ValueError(f'{names["cluster"]} job {job!r}: {address!r} is not '
+                raise UsageError(f'{names["cluster"]} job {job!r}: {address!r} is not '
                                  'host:port')
     if len(cluster.get('chief', ())) > 1:
-        raise ValueError(f'{names["cluster"]} must have at most one chief, got '
+        raise UsageError(f'{names["cluster"]} must have at most one chief, got '
                          f'{cluster["chief"]!r}')
     if not isinstance(task_type, str) or task_type not in cluster:
-        raise ValueError(f'{names["type"]} {task_type!r} is not a job of the cluster '
+        raise UsageError(f'{names["type"]} {task_type!r} is not a job of the cluster '
                          f'(jobs: {", ".join(sorted(cluster))})')
     tasks = len(cluster[task_type])
     if isinstance(task_index, bool) or not isinstance(task_index, int) or not (
             0 <= task_index < tasks):
-        raise ValueError(f'{names["index"]} {task_index!r} is out of range: the cluster has '
+        raise UsageError(f'{names["index"]} {task_index!r} is out of range: the cluster has '
                          f'{tasks} {task_type} task(s), indices 0 to {tasks - 1}')
     task = ClusterTask({job: list(cluster[job]) for job in cluster}, task_type, task_index)
     if task.num_replicas == 0:
-        raise ValueError(f'{names["cluster"]} has no worker or chief task to train')
-    if task.num_replicas > 1 and not task.num_ps_tasks:
-        raise ValueError(f'{names["cluster"]} has {task.num_replicas} training tasks but '
-                         f'no ps tasks ({names["ps"]}) to hold the shared variables')
+        raise UsageError(f'{names["cluster"]} has no worker or chief task to train')
     return task

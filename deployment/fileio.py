@@ -5,6 +5,8 @@ import os
 import shutil
 import tempfile
 
+from deployment.errors import UsageError
+
 
 _TEMPORARY_MARK = '.tmp-'
 
@@ -44,12 +46,12 @@ def write_json_atomically(path, data):
 
 
 def check_writable_dir(path, flag):
-    """Creates directory `path` if needed; raises ValueError naming `flag` if it cannot be
+    """Creates directory `path` if needed; raises UsageError naming `flag` if it cannot be
     written."""
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as e:
-        raise ValueError(f'{flag} {path!r} is not a writable directory: '
+        raise UsageError(f'{flag} {path!r} is not a writable directory: '
                          f'{e.strerror or e}') from None

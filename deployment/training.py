@@ -7,7 +7,10 @@ import math
 import threading
 import time
 
+from absl import logging
 import tensorflow.compat.v1 as tf
+
+from deployment.errors import UsageError
 
 AUX_LOGITS_WEIGHT = 0.4  # Weight of the auxiliary head's loss (inception), as in slim.
 READY_POLL_SECS = 1.0  # How often a non-chief worker checks whether the chief is ready.
@@ -17,8 +20,9 @@ QUIET_STEP_TIMES = 5
 QUIET_MIN_SECS = 3.0
 
 
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or Inf; training stopped before checkpointing that step."""
+class NonFiniteLossError(UsageError):
+    """The loss became NaN or Inf (training diverged: a setting, usually --learning_rate, is
+    too high); training stopped before checkpointing that step."""
 
 
 def session_config(num_cpu_devices=None, log_device_placement=False, device_filters=None):
@@ -94,7 +98,7 @@ class MonitorHook(tf.train.SessionRunHook):
             if latest != step:
                 step, still_since = latest, time.monotonic()
         self._alone = True
-        tf.logging.info('The other workers stopped at global step %d; %d steps left to run '
+        logging.info('The other workers stopped at global step %d; %d steps left to run '
                         'here', step, max(0, self._last_step - step))
         return step
 
@@ -124,7 +128,7 @@ class MonitorHook(tf.train.SessionRunHook):
         elapsed = now - self._last_time
         examples_per_sec = (step - self._last_global_step) * self._examples_per_step / elapsed
         sec_per_step = elapsed / (self.local_steps - self._last_local_steps)
-        tf.logging.info('step %d: loss = %.4f, learning rate = %.6g, %.1f examples/sec, '
+        logging.info('step %d: loss = %.4f, learning rate = %.6g, %.1f examples/sec, '
                         '%.3f sec/step', step, loss, values['learning_rate'],
                         examples_per_sec, sec_per_step)
         if self._summary_dir:
@@ -250,7 +254,7 @@ class SyncReplicasHook(tf.train.SessionRunHook):
             return
         pushed = int(self._tokens_queued - session.run(self._tokens_left))
         applied = self._updates * self._replicas_to_aggregate
-        tf.logging.info('Sync replicas: %d updates applied %d gradients; %d of the %d '
+        logging.info('Sync replicas: %d updates applied %d gradients; %d of the %d '
                         'gradients pushed were dropped as stale or left waiting at the end',
                         self._updates, applied, pushed - applied, pushed)
         session.run(self._release_op)

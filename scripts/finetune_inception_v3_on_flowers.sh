@@ -23,13 +23,11 @@ common=(--dataset_name=flowers --dataset_split_name=train --dataset_dir="$datase
   --trainable_scopes="$new_layers" --max_number_of_steps=1000 --learning_rate=0.01 \
   --learning_rate_decay_type=fixed
 "$python" "$repo/eval_image_classifier.py" --checkpoint_path="$train_dir" \
-  --eval_dir="$train_dir/eval" --dataset_name=flowers --dataset_split_name=validation \
-  --dataset_dir="$dataset_dir" --model_name=inception_v3
+  --eval_dir="$train_dir/eval" --dataset_split_name=validation  # The run's model and data.
 
 # 2. Every layer, at a lower rate, for 500 steps from the weights of stage 1.
 "$python" "$repo/train_image_classifier.py" --train_dir="$train_dir/all" "${common[@]}" \
   --checkpoint_path="$train_dir" --max_number_of_steps=500 --learning_rate=0.0001 \
   --learning_rate_decay_type=fixed
 "$python" "$repo/eval_image_classifier.py" --checkpoint_path="$train_dir/all" \
-  --eval_dir="$train_dir/all/eval" --dataset_name=flowers --dataset_split_name=validation \
-  --dataset_dir="$dataset_dir" --model_name=inception_v3
+  --eval_dir="$train_dir/all/eval" --dataset_split_name=validation

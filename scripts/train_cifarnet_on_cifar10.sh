@@ -19,5 +19,4 @@ python=${PYTHON:-python3}
   --weight_decay=0.004 --save_interval_secs=120 --save_summaries_secs=120 \
   --log_every_n_steps=100
 "$python" "$repo/eval_image_classifier.py" --checkpoint_path="$train_dir" \
-  --eval_dir="$train_dir/eval" --dataset_name=cifar10 --dataset_split_name=test \
-  --dataset_dir="$dataset_dir" --model_name=cifarnet
+  --eval_dir="$train_dir/eval"  # The run's model and dataset; the test split.

@@ -20,5 +20,4 @@ cd "$repo"
   "$python" train_image_classifier.py --train_dir="$train_dir" --dataset_name=digits \
   --model_name=lenet "$@"
 "$python" eval_image_classifier.py --checkpoint_path="$train_dir" \
-  --eval_dir="$train_dir/eval" --dataset_name=digits --dataset_split_name=test \
-  --model_name=lenet
+  --eval_dir="$train_dir/eval"  # The run's model and dataset; the test split.

@@ -18,5 +18,4 @@ python=${PYTHON:-python3}
   --learning_rate_decay_type=fixed --optimizer=sgd --weight_decay=0 \
   --save_interval_secs=60 --save_summaries_secs=60 --log_every_n_steps=100
 "$python" "$repo/eval_image_classifier.py" --checkpoint_path="$train_dir" \
-  --eval_dir="$train_dir/eval" --dataset_name=mnist --dataset_split_name=test \
-  --dataset_dir="$dataset_dir" --model_name=lenet
+  --eval_dir="$train_dir/eval"  # The run's model and dataset; the test split.

@@ -13,5 +13,4 @@ python=${PYTHON:-python3}
 "$python" "$repo/train_image_classifier.py" --train_dir="$train_dir" \
   --num_clones="$num_clones" --dataset_name=digits --model_name=lenet
 "$python" "$repo/eval_image_classifier.py" --checkpoint_path="$train_dir" \
-  --eval_dir="$train_dir/eval" --dataset_name=digits --dataset_split_name=test \
-  --model_name=lenet
+  --eval_dir="$train_dir/eval"  # The run's model and dataset; the test split.

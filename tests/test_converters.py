@@ -467,6 +467,7 @@ def run_script(*args):
         env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
 
 
+@pytest.mark.slow
 def test_script_converts_a_local_archive(tmp_path):
     source, expected = make_cifar(tmp_path / 'source')
     out = tmp_path / 'out'
@@ -480,6 +481,7 @@ def test_script_converts_a_local_archive(tmp_path):
     check_cifar(out, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('problem', ['truncated', 'no_dataset_dir', 'unknown_dataset',
                                      'embedded_source'])
 def test_script_errors_are_one_line(tmp_path, problem):

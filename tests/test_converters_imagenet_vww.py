@@ -509,6 +509,7 @@ def test_vww_download_extracts_coco(coco_source, tmp_path, monkeypatch):
     assert not glob.glob(str(coco_dir / '*.tmp-*'))
 
 
+@pytest.mark.slow
 def test_script_passes_the_vww_options(coco_source, tmp_path):
     root, expected = coco_source
     out = tmp_path / 'out'

@@ -4,9 +4,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_deploy_two_clones_example_trains():
     result = subprocess.run(
         [sys.executable, os.path.join(REPO, 'examples', 'deploy_two_clones.py'), '--steps', '60'],
@@ -18,6 +21,7 @@ def test_deploy_two_clones_example_trains():
     assert len(losses) == 3 and losses[-1] < losses[0]
 
 
+@pytest.mark.cluster
 def test_cluster_recipe_trains_with_sync_replicas_and_evaluates(tmp_path):
     result = subprocess.run(
         ['bash', os.path.join(REPO, 'scripts', 'train_cluster_on_digits.sh'), '1', '2',

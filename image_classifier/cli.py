@@ -1,0 +1,42 @@
+"""Entry-script plumbing: absl's app.run with quiet logging, and a user's mistakes (a bad flag
+or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2."""
+import os
+import sys
+
+from absl import app, flags
+
+from deployment.errors import UsageError
+from image_classifier import quiet
+
+
+def run(main, module_name):
+    """absl's app.run(main), with --help listing the flags of module `module_name` also when
+    it runs as an installed console command (absl lists those of the module named argv[0]),
+    and logging set up by quiet.configure_logging from the parsed --verbosity before main.
+    Other exceptions than flag errors and UsageError keep their traceback (exit code 1)."""
+    for flag in flags.FLAGS.get_key_flags_for_module(module_name):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+    def logged_main(argv):
+        quiet.configure_logging(flags.FLAGS.verbosity)
+        try:
+            return main(argv)
+        except UsageError as e:
+            _fail(e)
+
+    app.run(logged_main, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, ending a bad command line with _fail."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        _fail(e)
+
+
+def _fail(error):
+    """Prints 'PROGRAM: error: MESSAGE' (`error`'s message on one line) and exits with code 2."""
+    message = ' '.join(str(error).split()) or type(error).__name__
+    print(f'{os.path.basename(sys.argv[0])}: error: {message}', file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,146 @@
+"""train(config): trains an image classifier as N data-parallel clones, alone or as a task
+of a parameter-server/worker cluster, with slim's semantics.
+
+batch_size is per clone: one global step consumes config.examples_per_step examples.
+Rerunning with the same train_dir resumes from its latest checkpoint; fine_tuning's
+checkpoint_path only seeds a train_dir that has none.
+"""
+import collections
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+import tf_slim as slim
+
+from deployment import checkpoints, cluster, fileio, model_deploy, optimization, training
+from deployment.errors import UsageError
+from image_classifier import parts, runs
+
+
+def train(config):
+    """Trains as `config` (a TrainConfig) says; returns the final global step.
+
+    Returns None when no step ran: train_dir's checkpoint was at the last step already, or
+    this process is a ps task, which serves the variables until SIGTERM instead. Raises
+    UsageError for a user's mistake found once the run starts (an unwritable train_dir, a
+    missing dataset or checkpoint) and training.NonFiniteLossError if the loss diverges.
+    """
+    run = config.cluster
+    if run.is_ps:
+        cluster.serve(run.cluster_task)
+        return None
+    model = parts.classifier(config.data, config.model, is_training=True,
+                             weight_decay=config.optimization.weight_decay)
+    fileio.check_writable_dir(config.train_dir, '--train_dir')
+    deployment, num_cpu_devices = parts.deployment(config.devices, run)
+    last_step = config.schedule.max_number_of_steps or None
+    alone_from = None  # Asynchronous workers stop that many steps early; the chief runs those alone.
+    if last_step and run.worker_replicas > 1 and not run.sync_replicas:
+        alone_from = last_step - (run.worker_replicas - 1)
+    master, session_config = parts.session_target(config.devices, num_cpu_devices, run)
+
+    with tf.Graph().as_default():
+        graph = _build(config, model, deployment)
+        logging.info('Placement:\n%s', graph.plan)
+        init_fn = _init_fn(config) if run.is_chief else None
+        if run.is_chief:
+            monitor = training.MonitorHook(
+                graph.train_tensor, graph.learning_rate, config.examples_per_step,
+                config.schedule.log_every_n_steps, config.train_dir, last_step, alone_from)
+            runs.write(config, placement=graph.plan.splitlines(),
+                       examples_per_step=config.examples_per_step,
+                       num_classes=model.num_classes, image_size=model.image_size,
+                       num_samples=model.split.num_samples)
+        else:
+            monitor = training.MonitorHook(
+                graph.train_tensor, graph.learning_rate, config.examples_per_step,
+                config.schedule.log_every_n_steps,
+                last_step=alone_from if alone_from is not None else last_step)
+        hooks = ([training.SyncReplicasHook(graph.optimizer, run.is_chief, run.worker_replicas,
+                                            run.replicas_to_aggregate)]
+                 if run.sync_replicas else [])
+        final_step = training.train(
+            graph.train_tensor, config.train_dir, monitor, master=master,
+            is_chief=run.is_chief,
+            scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
+            hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
+            save_interval_secs=config.schedule.save_interval_secs, config=session_config)
+    if final_step is None:
+        logging.info('Nothing to train: the global step has reached %d already', last_step)
+    else:
+        logging.info('Finished training at global step %d after %d steps here; checkpoints '
+                     'in %s', final_step, monitor.local_steps, config.train_dir)
+    return final_step
+
+
+# What _build() made: train_tensor (runs one step and returns the loss), learning_rate,
+# optimizer, summary_op and the placement plan (text).
+_TrainingGraph = collections.namedtuple(
+    '_TrainingGraph', ['train_tensor', 'learning_rate', 'optimizer', 'summary_op', 'plan'])
+
+
+def _build(config, model, deployment):
+    """Builds the training graph of `config` in the default graph."""
+    run, optimizing = config.cluster, config.optimization
+    with tf.device(deployment.variables_device()):
+        global_step = tf.train.create_global_step()
+    with tf.device(deployment.inputs_device()):
+        iterator = tf.data.make_one_shot_iterator(
+            model.training_batches(config.data, run.task, run.worker_replicas))
+    with tf.device(deployment.optimizer_device()):
+        learning_rate = optimization.learning_rate(
+            optimizing.learning_rate_decay_type, optimizing.learning_rate, global_step,
+            optimization.decay_steps(model.split.num_samples, optimizing.num_epochs_per_decay,
+                                     config.examples_per_step),
+            optimizing.learning_rate_decay_factor, optimizing.end_learning_rate)
+        optimizer = optimization.optimizer(optimizing.optimizer, learning_rate,
+                                           optimizing.params)
+        if run.sync_replicas:
+            optimizer = tf.train.SyncReplicasOptimizer(
+                optimizer, replicas_to_aggregate=run.replicas_to_aggregate,
+                total_num_replicas=run.worker_replicas)
+
+    def var_list():
+        variables = checkpoints.variables_to_train(config.fine_tuning.trainable_scopes)
+        if not variables:
+            raise UsageError(f'--trainable_scopes='
+                             f'{",".join(config.fine_tuning.trainable_scopes)!r} matches no '
+                             'trainable variable')
+        return variables
+
+    model_fn = training.classification_model_fn(
+        model.network_fn, iterator, deployment.inputs_device(), model.num_classes,
+        optimizing.label_smoothing)
+    deployed = model_deploy.deploy(deployment, model_fn, optimizer=optimizer,
+                                   var_list=var_list)
+    plan = model_deploy.placement_plan(deployment, tf.get_default_graph())
+    train_tensor = deployed.train_op
+    with tf.device(deployment.optimizer_device()):
+        summaries = [deployed.summary_op, tf.summary.scalar('learning_rate', learning_rate)]
+        summaries += [tf.summary.histogram(f'variables/{v.op.name}', v)
+                      for v in slim.get_model_variables()]
+        if optimizing.moving_average_decay:
+            averages = tf.train.ExponentialMovingAverage(optimizing.moving_average_decay,
+                                                         global_step)
+            with tf.control_dependencies([deployed.train_op]):
+                average_update = averages.apply(slim.get_model_variables())
+            with tf.control_dependencies([average_update]):
+                train_tensor = tf.identity(deployed.train_op, name='train_op_with_averages')
+        summary_op = tf.summary.merge(summaries)
+    return _TrainingGraph(train_tensor=train_tensor, learning_rate=learning_rate,
+                          optimizer=optimizer, summary_op=summary_op, plan=plan)
+
+
+def _init_fn(config):
+    """The chief's Scaffold init_fn: restores --checkpoint_path into a train_dir that has no
+    checkpoint yet; None when there is nothing to restore."""
+    checkpoint_path = config.fine_tuning.checkpoint_path
+    latest = tf.train.latest_checkpoint(config.train_dir)
+    if latest:
+        logging.info('Resuming from %s%s', latest,
+                     ' (ignoring --checkpoint_path)' if checkpoint_path else '')
+        return None
+    if not checkpoint_path:
+        return None
+    return checkpoints.fine_tune_init_fn(checkpoint_path,
+                                         config.fine_tuning.checkpoint_exclude_scopes,
+                                         config.fine_tuning.ignore_missing_vars)
