@@ -32,6 +32,7 @@ def _variable_shapes():
     return {v.op.name: v.shape.as_list() for v in tf.global_variables()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', nets_factory.NETWORKS)
 def test_every_network_builds_logits_at_its_default_size(name):
     with tf.Graph().as_default():

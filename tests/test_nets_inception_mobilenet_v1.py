@@ -123,6 +123,7 @@ INCEPTION_CONTRACTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', INCEPTION_CONTRACTS)
 def test_inception_checkpoint_contract_and_clone_reuse(name):
     contract = INCEPTION_CONTRACTS[name]
@@ -147,6 +148,7 @@ def test_inception_checkpoint_contract_and_clone_reuse(name):
     assert second.op.name.startswith('clone_1/')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name, scope, num_classes, builder_kwargs', [
     ('inception_v4', 'InceptionV4', 0, {}),
     ('inception_resnet_v2', 'InceptionResnetV2', 5, {'create_aux_logits': False}),

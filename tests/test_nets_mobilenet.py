@@ -166,6 +166,7 @@ def _built(name):
             {key: tensor.shape.as_list() for key, tensor in end_points.items()})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', COUNTS)
 def test_parameter_counts_and_checkpoint_names(name):
     count, built = COUNTS[name], _built(name)
@@ -178,6 +179,7 @@ def test_parameter_counts_and_checkpoint_names(name):
     assert {key: built.variables.get(key) for key in expected} == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', CONTRACTS)
 def test_contract(name):
     contract, built = CONTRACTS[name], _built(name)

@@ -112,6 +112,7 @@ CONTRACTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', CONTRACTS)
 def test_imagenet_net_contract(name):
     contract = CONTRACTS[name]
@@ -153,6 +154,7 @@ def test_imagenet_net_contract(name):
 NASNET_CIFAR_PARAMETERS = 3_346_538
 
 
+@pytest.mark.slow
 def test_nasnet_cifar_contract():
     with tf.Graph().as_default():
         with slim.arg_scope(nasnet.nasnet_cifar_arg_scope()):
@@ -195,6 +197,7 @@ def _build_small(images, num_classes=10):
         return nasnet.nasnet_cifar(images, num_classes, is_training=True, config=SMALL_CIFAR)
 
 
+@pytest.mark.slow
 def test_training_clones_share_variables_and_drop_path_follows_the_global_step():
     """Two training clones as model_deploy builds them (own name scopes, variables reused
     after the first); drop path drops nothing at step 0 and acts once the step has grown."""

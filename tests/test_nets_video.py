@@ -102,6 +102,7 @@ CONVOLUTIONS = {'i3d': 58, 's3dg': 58 + 19 + 37}
 GLOBAL_VARIABLES = {'i3d': 230, 's3dg': 230 + 19 * 2 + 37}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', NETS)
 def test_contract_at_slims_default_size(name):
     with tf.Graph().as_default():
@@ -125,6 +126,7 @@ def test_contract_at_slims_default_size(name):
     assert len(moving) == 2 * 57 and all('/BatchNorm/moving_' in v.op.name for v in moving)
 
 
+@pytest.mark.slow
 def test_kernel_sizes_follow_the_start_blocks():
     """S3D-G's switches: temporal convolutions and gating only from the named block on;
     without gating it is S3D."""
@@ -147,6 +149,7 @@ def test_kernel_sizes_follow_the_start_blocks():
         assert not any('/self_gating/' in k for k in _variable_shapes())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name, num_classes', [('i3d', None), ('s3dg', 0)])
 def test_no_classes_returns_pooled_features_without_a_logits_layer(name, num_classes):
     with tf.Graph().as_default():
@@ -157,6 +160,7 @@ def test_no_classes_returns_pooled_features_without_a_logits_layer(name, num_cla
     assert not any(k.startswith('InceptionV1/Logits') for k in variables)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('frames, size, mixed_5c', [
     (1, 112, [2, 1, 4, 4, 1024]),  # Half size; one frame suffices (all 'SAME' padded).
     # ceil(10 / 8) frames; larger than 224, so the logits average 2x2 windows.
@@ -169,6 +173,7 @@ def test_other_clip_sizes(frames, size, mixed_5c):
     assert logits.shape.as_list() == [2, KINETICS_CLASSES]
 
 
+@pytest.mark.slow
 def test_second_clone_reuses_the_variables():
     """S3D-G (whose layers include all of I3D's kinds) built twice as model_deploy's
     clones are: no new variables."""
@@ -198,6 +203,7 @@ def test_images_are_rejected():
         _build('i3d', shape=(2, 224, 224, 3))
 
 
+@pytest.mark.slow
 def test_forward_pass():
     """A narrow S3D-G (depth_multiplier 1/8, at least 16 channels) on 2 random clips of
     8 frames of 32x32: evaluation is deterministic, dropout acts in training only, and
