@@ -1,7 +1,8 @@
 """slim-deploy: TF-Slim's model_deploy for data-parallel training on current TensorFlow.
 
-Importing this package first repairs tf-slim for the installed TensorFlow (see `compat`).
+Importing this package repairs tf-slim for the installed TensorFlow before tf_slim is first
+imported (see `compat`); it imports no TensorFlow itself.
 """
 from deployment import compat
 
-compat.repair()
+compat.repair_before_tf_slim()

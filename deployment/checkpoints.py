@@ -71,11 +71,6 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars=False
     return lambda scaffold, session: saver.restore(session, checkpoint)
 
 
-def has_checkpoint(train_dir):
-    """Whether `train_dir` already holds a checkpoint (then training resumes from it)."""
-    return tf.train.latest_checkpoint(train_dir) is not None
-
-
 def variables_to_restore(moving_average_decay=None):
     """Checkpoint name -> variable of the current graph, for evaluation: every variable,
     or with a decay, the model variables from their exponential moving averages."""

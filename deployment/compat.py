@@ -3,16 +3,18 @@
 tf-slim reaches into TensorFlow's private modules for names that have since moved, and
 TensorFlow's legacy layers import a tf-keras module that has moved. `repair()` points each
 missing name at its new home and leaves every name that still exists alone: on a
-TensorFlow where nothing moved, it changes nothing. `import deployment` calls it. On a
-TensorFlow newer than the newest tested (setup.py's upper bound keeps pip from installing
-one), it first warns once.
+TensorFlow where nothing moved, it changes nothing. On a TensorFlow newer than the newest
+tested (setup.py's upper bound keeps pip from installing one), it first warns once.
+
+`import deployment` calls repair_before_tf_slim(): the repairs run right before tf_slim is
+first imported (or at once if it already is), so importing the package alone imports no
+TensorFlow and tools that need none, like the launcher, start at once.
 """
 import functools
 import importlib
 import importlib.util
+import sys
 import warnings
-
-import tensorflow as tf
 
 # The newest TensorFlow (major, minor) the repairs are tested on; setup.py pins below the next.
 _NEWEST_TESTED = (2, 21)
@@ -87,7 +89,7 @@ def _warn_if_untested(version):
 
 def repair():
     """Applies every repair that the installed TensorFlow needs; idempotent."""
-    _warn_if_untested(tf.__version__)
+    _warn_if_untested(importlib.import_module('tensorflow').__version__)
     for module_name, name, new_module_name, new_name in _MOVED_NAMES:
         module = importlib.import_module(module_name)
         if not hasattr(module, name):
@@ -95,3 +97,22 @@ def repair():
     for module_name, name, old, new in _MOVED_LAZY_IMPORTS:
         if not _importable(old) and _importable(new):
             setattr(importlib.import_module(module_name), name, importlib.import_module(new))
+
+
+class _RepairBeforeTfSlim:
+    """A sys.meta_path finder that runs repair() when tf_slim is about to be imported and
+    leaves the import itself to the other finders."""
+
+    def find_spec(self, name, path=None, target=None):
+        del path, target
+        if name == 'tf_slim':
+            repair()
+        return None
+
+
+def repair_before_tf_slim():
+    """Runs repair() now if tf_slim is imported already, else right before its import."""
+    if 'tf_slim' in sys.modules:
+        repair()
+    elif not any(isinstance(finder, _RepairBeforeTfSlim) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RepairBeforeTfSlim())

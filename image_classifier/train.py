@@ -33,7 +33,9 @@ def train(config):
     fileio.check_writable_dir(config.train_dir, '--train_dir')
     deployment, num_cpu_devices = parts.deployment(config.devices, run)
     last_step = config.schedule.max_number_of_steps or None
-    alone_from = None  # Asynchronous workers stop that many steps early; the chief runs those alone.
+    # Asynchronous workers other than the chief stop W-1 steps early; the chief waits for
+    # their last updates and runs the remaining steps alone (see training.MonitorHook).
+    alone_from = None
     if last_step and run.worker_replicas > 1 and not run.sync_replicas:
         alone_from = last_step - (run.worker_replicas - 1)
     master, session_config = parts.session_target(config.devices, num_cpu_devices, run)
@@ -41,20 +43,21 @@ def train(config):
     with tf.Graph().as_default():
         graph = _build(config, model, deployment)
         logging.info('Placement:\n%s', graph.plan)
-        init_fn = _init_fn(config) if run.is_chief else None
         if run.is_chief:
-            monitor = training.MonitorHook(
-                graph.train_tensor, graph.learning_rate, config.examples_per_step,
-                config.schedule.log_every_n_steps, config.train_dir, last_step, alone_from)
+            init_fn = _init_fn(config)
             runs.write(config, placement=graph.plan.splitlines(),
                        examples_per_step=config.examples_per_step,
                        num_classes=model.num_classes, image_size=model.image_size,
                        num_samples=model.split.num_samples)
+            monitor = training.MonitorHook(
+                graph.train_tensor, graph.learning_rate, config.examples_per_step,
+                config.schedule.log_every_n_steps, config.train_dir, last_step, alone_from)
         else:
+            init_fn = None
             monitor = training.MonitorHook(
                 graph.train_tensor, graph.learning_rate, config.examples_per_step,
                 config.schedule.log_every_n_steps,
-                last_step=alone_from if alone_from is not None else last_step)
+                last_step=last_step if alone_from is None else alone_from)
         hooks = ([training.SyncReplicasHook(graph.optimizer, run.is_chief, run.worker_replicas,
                                             run.replicas_to_aggregate)]
                  if run.sync_replicas else [])

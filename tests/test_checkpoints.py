@@ -5,6 +5,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from deployment import checkpoints
+from deployment.errors import UsageError
 
 
 def small_net(num_classes):
@@ -69,7 +70,7 @@ def test_fine_tune_names_mismatched_variables_unless_ignored(tmp_path):
     _, saved = save_checkpoint(tmp_path, num_classes=10)
     with tf.Graph().as_default():
         small_net(5)
-        with pytest.raises(ValueError, match=r'does not match 2 variables; exclude .*'
+        with pytest.raises(UsageError, match=r'does not match 2 variables; exclude .*'
                                              r'Net/logits/weights \(checkpoint: \[64, 10\], '
                                              r'model: \[64, 5\]\)'):
             checkpoints.fine_tune_init_fn(str(tmp_path), [])
@@ -85,11 +86,10 @@ def test_resolve_checkpoint(tmp_path):
     prefix, _ = save_checkpoint(tmp_path, num_classes=3)
     assert checkpoints.resolve_checkpoint(str(tmp_path)) == prefix
     assert checkpoints.resolve_checkpoint(prefix) == prefix
-    assert checkpoints.has_checkpoint(str(tmp_path))
     empty = tmp_path / 'empty'
     empty.mkdir()
-    assert not checkpoints.has_checkpoint(str(empty))
-    with pytest.raises(ValueError, match='is a directory with no checkpoint'):
+    with pytest.raises(UsageError,
+                       match="^--checkpoint_path '.*' is a directory with no checkpoint"):
         checkpoints.resolve_checkpoint(str(empty))
-    with pytest.raises(ValueError, match='is neither a checkpoint nor a directory'):
+    with pytest.raises(UsageError, match='is neither a checkpoint nor a directory'):
         checkpoints.resolve_checkpoint(str(tmp_path / 'model.ckpt-99'))

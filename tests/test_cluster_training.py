@@ -93,6 +93,8 @@ def test_async_workers_share_the_steps_and_stop_exactly_at_the_last(digits_dir, 
     # Every step of either worker incremented the one global step on the ps.
     assert chief_final == 60 and chief_steps + worker_steps == 60
     assert 'ps:0 stopped by SIGTERM' in output
+    # Quiet: no C++ log line of TensorFlow's, from the launcher or any task.
+    assert not re.search(r'^(\[\w+:\d+\] )?[IWE]\d{4} ', output, re.MULTILINE), output
     assert checkpoint_step(tmp_path) == 60
     assert_restores(tmp_path, 60)
     assert_variables_on_ps(tmp_path)

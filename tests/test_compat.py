@@ -5,6 +5,8 @@ of the repairs. Graphs are built in a private `tf.Graph`, so eager mode stays on
 """
 import importlib
 import importlib.machinery
+import os
+import subprocess
 import sys
 import types
 import warnings
@@ -12,11 +14,13 @@ import warnings
 import numpy as np
 import pytest
 
-from deployment import compat  # Importing `deployment` applies the repairs.
+from deployment import compat  # Importing `deployment` repairs tf_slim, imported below.
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 from tf_slim.losses import metric_learning
 from tf_slim.nets import resnet_v1
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize('rank', [2, 4])
@@ -184,3 +188,23 @@ def test_warns_once_on_a_tensorflow_newer_than_tested():
             compat._warn_if_untested(version)
     with pytest.warns(RuntimeWarning, match='TensorFlow 3.0.0 is newer'):
         compat._warn_if_untested('3.0.0')
+
+
+IMPORT_ORDER = r'''
+import sys
+import deployment, deployment.launch
+print('tensorflow' in sys.modules)
+import tf_slim
+from tensorflow.python.framework import ops
+print(hasattr(ops, 'Tensor'))
+'''
+
+
+@pytest.mark.slow
+def test_importing_the_package_imports_no_tensorflow_and_tf_slim_comes_repaired():
+    """The launcher (deployment.launch) starts without TensorFlow; tf_slim, imported after
+    `import deployment`, finds the repairs in place."""
+    result = subprocess.run([sys.executable, '-c', IMPORT_ORDER], capture_output=True,
+                            text=True, timeout=120, cwd=REPO, env={**os.environ,
+                                                                   'PYTHONPATH': REPO})
+    assert result.stdout == 'False\nTrue\n', result.stderr[-2000:]
