@@ -401,14 +401,10 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     _require_graph_mode('create_clones')
     args = args or []
     kwargs = kwargs or {}
-    deferred = config.num_ps_tasks > 0 and PS_STRATEGIES[config.ps_strategy].deferred
-    if deferred:
-        variables = _pending_variables()
-    elif config.num_ps_tasks > 0:
-        variables = config.variables_device()
-    else:
-        variables = _new_variables_device(lambda op: config.variables_device())
-    place = _clone_placement(config, variables)
+    strategy = PS_STRATEGIES[config.ps_strategy]
+    deferred = config.num_ps_tasks > 0 and strategy.deferred
+    place = _clone_placement(config, _pending_variables() if deferred
+                             else strategy.variables_device(config._variable_devices()))
     clones = []
     for i in range(config.num_clones):
         with tf.name_scope(config.clone_scope(i)) as clone_scope:

@@ -54,6 +54,7 @@ OPTIMIZERS = Registry('optimizer', {
     'sgd': lambda lr, p: tf.train.GradientDescentOptimizer(lr),
 })
 
+
 def _exponential(base_rate, global_step, steps_per_decay, decay_factor, end_rate):
     """base_rate * decay_factor ** floor(global_step / steps_per_decay): a staircase."""
     return tf.train.exponential_decay(base_rate, global_step, steps_per_decay, decay_factor,

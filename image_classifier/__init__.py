@@ -1,1 +1,16 @@
-"""..."""
+"""The library core under the entry scripts: training, evaluation and export of image
+classifiers as functions of typed run configs.
+
+    config      TrainConfig, EvalConfig, ExportConfig and their groups of settings
+    train       train(TrainConfig) -> final global step
+    evaluate    evaluate(EvalConfig) -> metrics
+    export      export(ExportConfig) -> paths written
+    runs        a run's record (run_config.json) and the configs that default to it
+    parts       the split, network, preprocessing and devices a config names
+    slim_flags  slim's flags, defined from the configs, and the configs built from them
+    cli, quiet  entry-point plumbing: one-line user errors, quiet start-up
+
+This package sits above nets/, datasets/ and preprocessing/, which it brings together;
+deployment/ below imports none of them. The package itself imports nothing, so that an
+entry script can run quiet.start() before TensorFlow is imported.
+"""
