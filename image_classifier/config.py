@@ -247,7 +247,7 @@ class ClusterConfig:
     def is_chief(self):
         """Whether this is the chief: replica 0, which initializes, checkpoints and writes
         summaries."""
-        return self.task == 0
+        return not self.is_ps and self.task == 0
 
 
 @dataclasses.dataclass(frozen=True)

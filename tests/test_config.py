@@ -138,6 +138,9 @@ def test_cluster_settings_come_from_tf_config():
     assert second_worker.cluster_task.task_type == 'worker'
     ps = TrainConfig.from_flags({'tf_config': tf_config(chief_job, 'ps', 0)}).cluster
     assert ps.is_ps and ps.task is None and not ps.is_chief
+    ps_by_flags = TrainConfig.from_flags({'ps_hosts': 'p:1', 'worker_hosts': 'w:1',
+                                          'job_name': 'ps', 'task': 0}).cluster
+    assert ps_by_flags.is_ps and not ps_by_flags.is_chief
     by_flags = TrainConfig.from_flags({'ps_hosts': 'p:1', 'worker_hosts': 'w:1,w:2',
                                        'job_name': 'worker', 'task': 1}).cluster
     assert (by_flags.worker_replicas, by_flags.num_ps_tasks, by_flags.task) == (2, 1, 1)
