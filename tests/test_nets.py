@@ -162,7 +162,7 @@ def test_the_registry_holds_every_slim_network():
     ('lenet', None, 1024, 'LeNet/fc4'),
     ('lenet', 0, 1024, 'LeNet/fc4'),
     ('cifarnet', None, 192, 'CifarNet/logits'),
-    ('resnet_v1_50', 0, 2048, 'resnet_v1_50/logits'),
+    pytest.param('resnet_v1_50', 0, 2048, 'resnet_v1_50/logits', marks=pytest.mark.slow),
 ])
 def test_no_classes_returns_features_without_a_logits_layer(name, num_classes, features,
                                                             logits_scope):
@@ -203,7 +203,8 @@ def test_forward_pass(name):
     assert not np.allclose(*train_runs)  # Dropout acts in training only.
 
 
-@pytest.mark.parametrize('name', ['lenet', 'cifarnet', 'resnet_v1_50'])
+@pytest.mark.parametrize('name', ['lenet', 'cifarnet',
+                                  pytest.param('resnet_v1_50', marks=pytest.mark.slow)])
 def test_second_clone_reuses_the_variables(name):
     """Two calls as model_deploy makes them: own name scopes, variables reused after the
     first (batch-norm moving statistics included)."""
@@ -219,6 +220,7 @@ def test_second_clone_reuses_the_variables(name):
 
 
 # Published parameter counts (1000 classes) and names from TF-Slim's ImageNet checkpoints.
+@pytest.mark.slow
 @pytest.mark.parametrize('name, count, published, variables', [
     ('resnet_v1_50', 25_557_032, 25.6e6, {
         'resnet_v1_50/conv1/weights': [7, 7, 3, 64],

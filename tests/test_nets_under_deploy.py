@@ -8,7 +8,8 @@ from deployment import model_deploy, training
 from nets import nets_factory
 
 
-@pytest.mark.parametrize('name, image_size', [('cifarnet', 32), ('mobilenet_v1_025', 96)])
+@pytest.mark.parametrize('name, image_size', [
+    ('cifarnet', 32), pytest.param('mobilenet_v1_025', 96, marks=pytest.mark.slow)])
 def test_one_training_step_with_two_clones(name, image_size):
     config = model_deploy.DeploymentConfig(
         num_clones=2, clone_devices=['/device:CPU:0', '/device:CPU:1'])
