@@ -69,15 +69,16 @@ def pipeline_rate(make_batches, steps):
 def training_rate(make_batches, model, steps):
     """Training examples/sec of `model` (a Classifier) with NUM_CLONES clones, default
     optimization, fed by make_batches()."""
-    deployment, num_cpu_devices = parts.deployment(config.DevicesConfig(num_clones=NUM_CLONES))
+    deployment_config, num_cpu_devices = parts.deployment(
+        config.DevicesConfig(num_clones=NUM_CLONES))
     optimizing = config.OptimizationConfig()
     with tf.Graph().as_default():
-        with tf.device(deployment.inputs_device()):
+        with tf.device(deployment_config.inputs_device()):
             iterator = tf.data.make_one_shot_iterator(make_batches())
         deployed = model_deploy.deploy(
-            deployment, training.classification_model_fn(
-                model.network_fn, iterator, deployment.inputs_device(), model.num_classes,
-                optimizing.label_smoothing),
+            deployment_config, training.classification_model_fn(
+                model.network_fn, iterator, deployment_config.inputs_device(),
+                model.num_classes, optimizing.label_smoothing),
             optimizer=optimization.optimizer(optimizing.optimizer, optimizing.learning_rate))
         with tf.Session(config=training.session_config(num_cpu_devices)) as sess:
             sess.run(tf.global_variables_initializer())

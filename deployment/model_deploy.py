@@ -31,7 +31,6 @@ import itertools
 from typing import Callable
 
 import tensorflow.compat.v1 as tf
-import tf_slim as slim
 
 from deployment.registry import Registry
 

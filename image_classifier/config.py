@@ -67,6 +67,11 @@ def num_classes(dataset_name, labels_offset):
     return info.num_classes - labels_offset
 
 
+def input_channels(dataset_name, use_grayscale):
+    """Channels of the images the model takes: 1 with use_grayscale, else the dataset's."""
+    return 1 if use_grayscale else dataset_factory.get_info(dataset_name).channels
+
+
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     """Which examples a run reads, and how."""

@@ -13,9 +13,9 @@ import os
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from datasets import dataset_factory
 from deployment import checkpoints, fileio
 from deployment.errors import UsageError
+from image_classifier import config as run_config
 from nets import nets_factory
 
 
@@ -53,8 +53,7 @@ def _inference_graph(config):
     network_fn = nets_factory.get_network_fn(model.model_name, config.num_classes,
                                              is_training=config.is_training)
     size = model.image_size_or_default()
-    channels = 1 if model.use_grayscale else dataset_factory.get_info(
-        config.dataset_name).channels
+    channels = run_config.input_channels(config.dataset_name, model.use_grayscale)
     images = tf.placeholder(tf.float32, [config.batch_size, size, size, channels], name='input')
     logits, _ = network_fn(images)
     return images, logits, tf.nn.softmax(logits, name='probabilities')

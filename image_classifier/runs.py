@@ -7,7 +7,6 @@ checkpoints) take the run's model, dataset and input settings from it as their d
 import json
 import os
 
-from datasets import dataset_factory
 from deployment import fileio
 from deployment.errors import UsageError
 from image_classifier import config as run_config
@@ -100,6 +99,5 @@ _SHAPE_FLAGS = ('dataset_name', 'labels_offset', 'use_grayscale')
 def _model_shape(flags):
     """(classes, input channels) of the network that `flags` describe."""
     dataset_name = flags.get('dataset_name', run_config.DataConfig.dataset_name)
-    channels = 1 if flags.get('use_grayscale') else dataset_factory.get_info(
-        dataset_name).channels
-    return (run_config.num_classes(dataset_name, flags.get('labels_offset', 0)), channels)
+    return (run_config.num_classes(dataset_name, flags.get('labels_offset', 0)),
+            run_config.input_channels(dataset_name, flags.get('use_grayscale', False)))

@@ -8,6 +8,14 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import deployment  # noqa: E402,F401  (repairs tf-slim for the installed TensorFlow)
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from datasets import digits  # noqa: E402
+
+
+@pytest.fixture(scope='session')
+def digits_dir(tmp_path_factory):
+    """The embedded digits, converted once for the whole run; tests must not modify it."""
+    return digits.prepare(str(tmp_path_factory.mktemp('digits')))
+
 
 @pytest.fixture(scope='module')
 def fast_variable_creation():

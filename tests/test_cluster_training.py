@@ -13,7 +13,6 @@ import time
 import pytest
 import tensorflow.compat.v1 as tf
 
-from datasets import dataset_factory
 from deployment import launch
 from nets import nets_factory
 
@@ -25,13 +24,6 @@ ENV = {**{name: value for name, value in os.environ.items() if name != 'TF_CPP_M
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp('digits'))
-    dataset_factory.get_dataset('digits', 'train', directory)  # Converts on first use.
-    return directory
 
 
 def train_args(train_dir, digits_dir, steps, *extra):

@@ -94,12 +94,6 @@ def error_message(excinfo):
     return message
 
 
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-    """A directory converted once for the module; tests must not modify it."""
-    return digits.prepare(str(tmp_path_factory.mktemp('digits')))
-
-
 @pytest.fixture
 def mtimes():
     def snapshot(directory):

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from datasets import dataset_factory
 
 pytestmark = pytest.mark.slow
 
@@ -23,13 +22,6 @@ def run_script(script, *args):
     """Runs REPO/script with `args` from another directory; returns the CompletedProcess."""
     return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd='/',
                           capture_output=True, text=True, timeout=300, env=ENV)
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp('digits'))
-    dataset_factory.get_dataset('digits', 'train', directory)  # Converts on first use.
-    return directory
 
 
 @pytest.fixture(scope='module')

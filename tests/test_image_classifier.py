@@ -11,19 +11,11 @@ import pytest
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
-from datasets import dataset_factory
 from deployment import checkpoints, training
 from deployment.errors import UsageError
 from image_classifier import evaluate, export, runs, train
 from image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 from nets import nets_factory
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp('digits'))
-    dataset_factory.get_dataset('digits', 'train', directory)  # Converts on first use.
-    return directory
 
 
 def train_config(train_dir, digits_dir, **flags):
