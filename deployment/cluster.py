@@ -83,14 +83,14 @@ def serve(task):
     try:
         task.start_server()
         logging.info('%s:%d serving at %s until SIGTERM or Ctrl-C', task.task_type,
-                        task.task_index, task.address)
+                     task.task_index, task.address)
         while not received:  # Polled: TensorFlow's threads may be the ones signalled.
             time.sleep(0.1)
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     logging.info('%s:%d stopped by %s', task.task_type, task.task_index,
-                    signal.Signals(received[0]).name)
+                 signal.Signals(received[0]).name)
 
 
 def from_tf_config(text):

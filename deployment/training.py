@@ -99,7 +99,7 @@ class MonitorHook(tf.train.SessionRunHook):
                 step, still_since = latest, time.monotonic()
         self._alone = True
         logging.info('The other workers stopped at global step %d; %d steps left to run '
-                        'here', step, max(0, self._last_step - step))
+                     'here', step, max(0, self._last_step - step))
         return step
 
     def before_run(self, run_context):
@@ -129,8 +129,8 @@ class MonitorHook(tf.train.SessionRunHook):
         examples_per_sec = (step - self._last_global_step) * self._examples_per_step / elapsed
         sec_per_step = elapsed / (self.local_steps - self._last_local_steps)
         logging.info('step %d: loss = %.4f, learning rate = %.6g, %.1f examples/sec, '
-                        '%.3f sec/step', step, loss, values['learning_rate'],
-                        examples_per_sec, sec_per_step)
+                     '%.3f sec/step', step, loss, values['learning_rate'],
+                     examples_per_sec, sec_per_step)
         if self._summary_dir:
             summary = tf.Summary(value=[
                 tf.Summary.Value(tag='throughput/examples_per_sec', simple_value=examples_per_sec),
@@ -255,8 +255,8 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         pushed = int(self._tokens_queued - session.run(self._tokens_left))
         applied = self._updates * self._replicas_to_aggregate
         logging.info('Sync replicas: %d updates applied %d gradients; %d of the %d '
-                        'gradients pushed were dropped as stale or left waiting at the end',
-                        self._updates, applied, pushed - applied, pushed)
+                     'gradients pushed were dropped as stale or left waiting at the end',
+                     self._updates, applied, pushed - applied, pushed)
         session.run(self._release_op)
 
 
