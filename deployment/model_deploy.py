@@ -26,17 +26,19 @@ clones may run on any list of devices; summaries made inside model_fn sit on the
 settings raise ValueError up front.
 """
 import collections
+import contextlib
 import dataclasses
 import itertools
 from typing import Callable
 
 import tensorflow.compat.v1 as tf
 
+from deployment import all_reduce, replicas
 from deployment.registry import Registry
 
 __all__ = [
     'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones', 'optimize_clones',
-    'deploy', 'placement_plan', 'PS_STRATEGIES', 'PsStrategy',
+    'deploy', 'placement_plan', 'PS_STRATEGIES', 'PsStrategy', 'VARIABLE_UPDATES',
 ]
 
 Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
@@ -141,6 +143,21 @@ PS_STRATEGIES = Registry('ps_strategy', {
 })
 
 
+# How the clones share variables: variable_update -> what placement_plan says of it.
+VARIABLE_UPDATES = Registry('variable_update', {
+    'parameter_server': "one copy of the variables, on the worker's CPU or the ps tasks; "
+                        "the clones' gradients are summed there (slim's)",
+    'replicated': "a copy of the trainable variables on each clone's device; the clones' "
+                  'gradients are all-reduced and every copy applies the same update',
+    'collective': 'replicated across every clone of every worker (no ps tasks); '
+                  'gradients are all-reduced over all of them each step',
+})
+ALL_REDUCE_PACK_BYTES = 32 << 20  # Default pack size of the gradient all-reduces (32 MiB).
+COLLECTIVE_TIMEOUT_SECS = 120.0  # Default wait of a collective op for the other workers.
+# The start-up broadcast waits at least this long, as the other workers may start slower.
+START_TIMEOUT_SECS = 600.0
+
+
 def _pending_variables():
     """Device function: the k-th new variable op goes to task k of _PENDING_JOB."""
     counter = itertools.count()
@@ -187,7 +204,8 @@ class DeploymentConfig:
       num_clones: model clones per replica (>= 1), usually one per GPU.
       clone_on_cpu: put every clone on the worker's CPU:0 instead of GPU:i.
       replica_id: this worker's task index, in [0, num_replicas).
-      num_replicas: worker tasks in the cluster; > 1 needs num_ps_tasks > 0.
+      num_replicas: worker tasks in the cluster; > 1 needs num_ps_tasks > 0, or
+        variable_update='collective'.
       num_ps_tasks: parameter-server tasks holding the variables; 0 keeps them local.
       worker_job_name, ps_job_name: job names in the cluster spec (non-empty).
       clone_devices: None for the default devices, or one device string per clone
@@ -197,6 +215,18 @@ class DeploymentConfig:
         name in PS_STRATEGIES: 'round_robin', slim's: each to the next task, in creation
         order; or 'bytes': create_clones places its variables largest first onto the task
         holding the fewest bytes, and variables_device() each new variable onto that task.
+      variable_update: how the clones share variables, a name in VARIABLE_UPDATES:
+        'parameter_server' (slim's): one copy, on variables_device(), gradients summed on
+        the worker's CPU; 'replicated': each clone's device holds a copy of the trainable
+        variables, gradients are all-reduced between the clones (no ps tasks, one
+        replica); 'collective': the same across every clone of num_replicas > 1 workers
+        (no ps tasks; each worker needs the same num_clones). Both need the clones on
+        distinct devices.
+      all_reduce_pack_bytes: gradients are concatenated, in order, into packs of at most
+        this many bytes, each all-reduced as one; a larger one goes alone; 0: one
+        all-reduce per gradient.
+      collective_timeout_secs: how long an all-reduce waits for the other workers before
+        failing (0: forever); the start-up broadcast waits at least START_TIMEOUT_SECS.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -205,7 +235,10 @@ class DeploymentConfig:
 
     def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0, num_replicas=1,
                  num_ps_tasks=0, worker_job_name='worker', ps_job_name='ps',
-                 clone_devices=None, ps_strategy='round_robin'):
+                 clone_devices=None, ps_strategy='round_robin',
+                 variable_update='parameter_server',
+                 all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
+                 collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -213,9 +246,27 @@ class DeploymentConfig:
         if replica_id >= num_replicas:
             raise ValueError(f'replica_id must be less than num_replicas={num_replicas}, '
                              f'got {replica_id!r}')
-        if num_replicas > 1 and num_ps_tasks == 0:
+        _check_int('all_reduce_pack_bytes', all_reduce_pack_bytes, minimum=0)
+        if (isinstance(collective_timeout_secs, bool) or
+                not isinstance(collective_timeout_secs, (int, float)) or
+                not collective_timeout_secs >= 0):
+            raise ValueError(f'collective_timeout_secs must be a number >= 0, got '
+                             f'{collective_timeout_secs!r}')
+        if variable_update not in VARIABLE_UPDATES:
+            raise ValueError(f'variable_update must be one of {VARIABLE_UPDATES.names}, '
+                             f'got {variable_update!r}')
+        if variable_update == 'parameter_server' and num_replicas > 1 and num_ps_tasks == 0:
             raise ValueError(f'num_replicas={num_replicas} needs num_ps_tasks > 0 to hold '
-                             'the shared variables, got num_ps_tasks=0')
+                             "the shared variables, or variable_update='collective'")
+        if variable_update != 'parameter_server' and num_ps_tasks:
+            raise ValueError(f'variable_update={variable_update!r} keeps the variables on the '
+                             f'clones: it takes no ps tasks, got num_ps_tasks={num_ps_tasks}')
+        if variable_update == 'replicated' and num_replicas > 1:
+            raise ValueError(f"variable_update='replicated' runs on one worker, got "
+                             f"num_replicas={num_replicas}: use 'collective' for several")
+        if variable_update == 'collective' and num_replicas == 1:
+            raise ValueError("variable_update='collective' needs num_replicas > 1 workers, "
+                             "got 1: use 'replicated' for one")
         if num_replicas > 1 or num_ps_tasks > 0:
             for name, value in (('worker_job_name', worker_job_name),
                                 ('ps_job_name', ps_job_name)):
@@ -227,6 +278,13 @@ class DeploymentConfig:
             if len(clone_devices) != num_clones:
                 raise ValueError(f'clone_devices must list one device per clone '
                                  f'(num_clones={num_clones}), got {list(clone_devices)!r}')
+        if variable_update != 'parameter_server' and num_clones > 1:
+            devices = clone_devices or ((('/device:CPU:0',) * num_clones) if clone_on_cpu
+                                        else ())
+            if len(set(devices)) < len(devices):
+                raise ValueError(f'variable_update={variable_update!r} all-reduces between '
+                                 'the clones, which must sit on distinct devices; got '
+                                 f'{list(devices)} (clone_on_cpu puts them all on CPU:0)')
         if ps_strategy not in PS_STRATEGIES:
             raise ValueError(f'ps_strategy must be one of {PS_STRATEGIES.names}, '
                              f'got {ps_strategy!r}')
@@ -239,6 +297,9 @@ class DeploymentConfig:
         self._ps_job_name = ps_job_name
         self._clone_devices = clone_devices
         self._ps_strategy = ps_strategy
+        self._variable_update = variable_update
+        self._all_reduce_pack_bytes = all_reduce_pack_bytes
+        self._collective_timeout_secs = float(collective_timeout_secs)
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -249,6 +310,14 @@ class DeploymentConfig:
     ps_job_name = property(lambda self: self._ps_job_name)
     clone_devices = property(lambda self: self._clone_devices)
     ps_strategy = property(lambda self: self._ps_strategy)
+    variable_update = property(lambda self: self._variable_update)
+    all_reduce_pack_bytes = property(lambda self: self._all_reduce_pack_bytes)
+    collective_timeout_secs = property(lambda self: self._collective_timeout_secs)
+
+    @property
+    def replicated(self):
+        """Whether each clone holds a copy of the variables ('replicated', 'collective')."""
+        return self._variable_update != 'parameter_server'
 
     @property
     def ps_device(self):
@@ -257,9 +326,9 @@ class DeploymentConfig:
 
     @property
     def worker_device(self):
-        """'/job:<worker_job_name>/task:<replica_id>' with PS tasks, else '': the prefix of
-        every worker device this config gives (slim's has no task)."""
-        if self._num_ps_tasks == 0:
+        """'/job:<worker_job_name>/task:<replica_id>' with PS tasks or replicas, else '':
+        the prefix of every worker device this config gives (slim's has no task)."""
+        if self._num_ps_tasks == 0 and self._num_replicas == 1:
             return ''
         return f'/job:{self._worker_job_name}/task:{self._replica_id}'
 
@@ -269,7 +338,10 @@ class DeploymentConfig:
                 f'num_replicas={self._num_replicas}, num_ps_tasks={self._num_ps_tasks}, '
                 f'worker_job_name={self._worker_job_name!r}, '
                 f'ps_job_name={self._ps_job_name!r}, clone_devices={self._clone_devices!r}, '
-                f'ps_strategy={self._ps_strategy!r})')
+                f'ps_strategy={self._ps_strategy!r}, '
+                f'variable_update={self._variable_update!r}, '
+                f'all_reduce_pack_bytes={self._all_reduce_pack_bytes}, '
+                f'collective_timeout_secs={self._collective_timeout_secs})')
 
     def _check_clone_index(self, clone_index):
         if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
@@ -299,23 +371,26 @@ class DeploymentConfig:
         return self.worker_device + '/device:CPU:0'
 
     def _variable_devices(self):
-        """The devices holding variables, in task order: the PS tasks' CPUs, or the local
-        '/device:CPU:0' without PS tasks."""
+        """The devices holding variables, in task order: the PS tasks' CPUs, the clones'
+        devices when replicated, or the local '/device:CPU:0'."""
+        if self.replicated:
+            return [self.clone_device(i) for i in range(self._num_clones)]
         if self._num_ps_tasks == 0:
-            return ['/device:CPU:0']
+            return [self.worker_device + '/device:CPU:0']
         return [f'{self.ps_device}/task:{t}/device:CPU:0' for t in range(self._num_ps_tasks)]
 
     def variables_device(self):
         """'/device:CPU:0', or with PS tasks a device function for `tf.compat.v1.device`.
 
-        The function places each new variable op on a PS task's CPU and leaves every other
+        When replicated, the worker's CPU holds the variables made outside the clones
+        (the global step); each clone's device holds its copy of the model's. The function
+        places each new variable op on a PS task's CPU and leaves every other
         op where it was: with 'round_robin' on the next task in creation order, with
         'bytes' on the task whose variables in the op's graph have the fewest bytes.
         """
-        devices = self._variable_devices()
         if self._num_ps_tasks == 0:
-            return devices[0]
-        return PS_STRATEGIES[self._ps_strategy].variables_device(devices)
+            return self.worker_device + '/device:CPU:0'
+        return PS_STRATEGIES[self._ps_strategy].variables_device(self._variable_devices())
 
     def caching_device(self):
         """None, or with PS tasks a device function caching variable reads on the reader's
@@ -351,13 +426,24 @@ def placement_plan(config, graph=None):
     """Returns, as printable lines, which device holds each part of a deployment.
 
     graph: None, or a tf.Graph whose variable ops are then counted, with their bytes, on
-    each variable device (each PS task, or the local CPU).
+    each variable device (each PS task, each clone's device when replicated, or the local
+    CPU), and, when replicated, its all-reduces per step.
     """
     devices = config._variable_devices()
     strategy = PS_STRATEGIES[config.ps_strategy].plan if config.num_ps_tasks else ''
-    rows = [('variables', strategy + ', '.join(devices)),
-            ('inputs', config.inputs_device()),
-            ('optimizer', config.optimizer_device())]
+    rows = [('variables', strategy + ', '.join(devices))]
+    if config.replicated:
+        workers = (f"every clone of {config.num_replicas} workers, here"
+                   if config.variable_update == 'collective' else 'the clones')
+        rows = [('variables', f'{config.variable_update}: a copy of the trainable ones on '
+                              f'{workers} {", ".join(devices)}; checkpoints hold clone 0\'s'
+                              + (' of the chief' if config.num_replicas > 1 else '')),
+                ('all-reduce', f'{config.num_clones * config.num_replicas} members: '
+                               f'{config.num_clones} clones on each of {config.num_replicas} '
+                               'worker' + ('s; the chief broadcasts the start values'
+                                           if config.num_replicas > 1 else ''))]
+    rows += [('inputs', config.inputs_device()),
+             ('optimizer', config.optimizer_device())]
     for i in range(config.num_clones):
         scope = config.clone_scope(i)
         scope_note = f'  (scope {scope}/)' if scope else ''
@@ -365,10 +451,16 @@ def placement_plan(config, graph=None):
     if graph is not None:
         for task, (device, (count, size)) in enumerate(
                 zip(devices, _device_loads(graph, devices))):
-            role = f'ps task {task}' if config.num_ps_tasks else 'local'
+            role = (f'ps task {task}' if config.num_ps_tasks else
+                    f'copy {task}' if config.replicated else 'local')
             plural = '' if count == 1 else 's'
             rows.append((role, f'{device}  {count} variable{plural}, {_human_bytes(size)} '
                                f'({size:,} bytes)'))
+        if config.replicated:
+            reduces = sum(op.type == 'CollectiveReduce' and op.device == devices[0]
+                          for op in graph.get_operations())
+            rows.append(('all-reduces', f'{reduces} per step on each member (gradients packed '
+                                        f'up to {_human_bytes(config.all_reduce_pack_bytes)})'))
     width = max(len(role) for role, _ in rows)
     return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
 
@@ -395,26 +487,57 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     config.clone_device(i); clones after the first reuse the first one's variables.
     With PS tasks and ps_strategy 'bytes', the variables made here are placed once all
     exist: largest first onto the PS task holding the fewest bytes (variables already on
-    the tasks count), with the ops colocated with them.
+    the tasks count), with the ops colocated with them. When replicated, clone 0 makes the
+    variables on its device and each other clone a copy of the trainable ones on its own
+    (see deployment.replicas).
     """
     _require_graph_mode('create_clones')
     args = args or []
     kwargs = kwargs or {}
     strategy = PS_STRATEGIES[config.ps_strategy]
     deferred = config.num_ps_tasks > 0 and strategy.deferred
-    place = _clone_placement(config, _pending_variables() if deferred
-                             else strategy.variables_device(config._variable_devices()))
+    if config.replicated:
+        variables = lambda op: op.device  # noqa: E731 (each clone's own device)
+    elif deferred:
+        variables = _pending_variables()
+    else:
+        variables = strategy.variables_device(config._variable_devices())
+    place = _clone_placement(config, variables)
+    copies = _replicas(config) if config.replicated else None
+    trainable_before = tf.trainable_variables()
     clones = []
     for i in range(config.num_clones):
         with tf.name_scope(config.clone_scope(i)) as clone_scope:
             clone_device = config.clone_device(i)
             with tf.device(clone_device), tf.device(place):
-                with tf.variable_scope(tf.get_variable_scope(), reuse=True if i > 0 else None):
+                with _clone_variable_scope(i, copies):
                     outputs = model_fn(*args, **kwargs)
             clones.append(Clone(outputs, clone_scope, clone_device))
     if deferred:
         _place_pending_variables(tf.get_default_graph(), config)
+    if copies:
+        copies.check_variables(trainable_before)
+        copies.register(clones)
     return clones
+
+
+def _replicas(config):
+    """The Replicas of a replicated config: its clones, and the all-reduce group of every
+    clone of every worker."""
+    group = all_reduce.Group(
+        size=config.num_clones * config.num_replicas,
+        local_devices=tuple(config.clone_device(i) for i in range(config.num_clones)),
+        has_source=config.replica_id == 0, timeout_secs=config.collective_timeout_secs)
+    return replicas.Replicas([config.clone_scope(i) for i in range(config.num_clones)], group,
+                             config.all_reduce_pack_bytes, config.num_replicas)
+
+
+def _clone_variable_scope(clone_index, copies):
+    """The variable scope clone `clone_index` is built in: the first makes the variables
+    and the others reuse them, or with `copies` (Replicas) get copies of them."""
+    if copies:
+        return copies.building(clone_index)
+    return tf.variable_scope(tf.get_variable_scope(), reuse=True if clone_index > 0 else None)
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):
@@ -495,18 +618,29 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
       **kwargs: passed to optimizer.compute_gradients.
     Returns:
       (total_loss, [(gradient, variable)]); total_loss is a scalar named 'total_loss'.
+      When replicated, the gradients are the all-reduced sums, for clone 0's (canonical)
+      variables first, then for each other clone's copies; `var_list` names canonical
+      variables.
     """
     _require_graph_mode('optimize_clones')
     losses = _gather_clones_losses(clones, regularization_losses)
+    copies = replicas.of(clones)
+    var_lists = (copies.var_lists(kwargs.pop('var_list', None)) if copies
+                 else [kwargs.pop('var_list', None)] * len(clones))
     clones_grads = []
-    for clone, loss in zip(clones, losses):
-        if loss is not None:
-            with tf.name_scope(clone.scope), tf.device(clone.device):
-                clones_grads.append(optimizer.compute_gradients(loss, **kwargs))
-    if not clones_grads:
+    for clone, loss, var_list in zip(clones, losses, var_lists):
+        if loss is None:
+            clones_grads.append(None)
+            continue
+        with tf.name_scope(clone.scope), tf.device(clone.device):
+            clones_grads.append(optimizer.compute_gradients(loss, var_list=var_list, **kwargs))
+    if clones_grads[0] is None:
         raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
                          'regularization losses: nothing to optimize')
-    return _total_loss(losses), _sum_clones_gradients(clones_grads)
+    if copies:
+        return _total_loss(losses), copies.all_reduce(clones_grads,
+                                                      [c.device for c in clones])
+    return _total_loss(losses), _sum_clones_gradients([g for g in clones_grads if g])
 
 
 def _add_gradients_summaries(grads_and_vars):
@@ -531,10 +665,18 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
 
     var_list: the variables to train: None for all trainable ones, a list, or a function
     returning the list, called once the clones have created the variables.
+
+    When replicated, var_list, summarize_gradients and the batch-norm updates concern clone
+    0's variables (the canonical ones; its update ops update the moving statistics all
+    clones share) and its all-reduced gradients. With several workers ('collective'), the
+    graph's LOCAL_INIT_OP, which tf.train.MonitoredSession runs after initializing or
+    restoring the variables, then broadcasts the chief's global variables (those existing
+    when deploy returns) to every worker and sets every copy from them.
     """
     _require_graph_mode('deploy')
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
     clones = create_clones(config, model_fn, args, kwargs)
+    copies = replicas.of(clones)
     first_clone = clones[0]
     update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
 
@@ -547,8 +689,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                 var_list = var_list()
             total_loss, clones_gradients = optimize_clones(clones, optimizer, var_list=var_list)
             if summarize_gradients:
-                summaries.update(_add_gradients_summaries(clones_gradients))
-            grad_updates = optimizer.apply_gradients(clones_gradients, global_step=global_step)
+                summaries.update(_add_gradients_summaries(
+                    [(g, v) for g, v in clones_gradients if not copies or copies.is_canonical(v)]))
+            with copies.copying_slots() if copies else contextlib.nullcontext():
+                grad_updates = optimizer.apply_gradients(clones_gradients,
+                                                         global_step=global_step)
             with tf.control_dependencies([grad_updates, *update_ops]):
                 train_op = tf.identity(total_loss, name='train_op')
         else:
@@ -559,4 +704,18 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
         summary_op = tf.summary.merge(sorted(summaries, key=lambda t: t.name),
                                       name='summary_op') if summaries else None
+    if copies and config.num_replicas > 1:
+        _set_local_init_op(copies.sync_op(all_reduce.Group(
+            size=config.num_replicas, local_devices=(config.clone_device(0),),
+            has_source=config.replica_id == 0,
+            timeout_secs=config.collective_timeout_secs and max(
+                config.collective_timeout_secs, START_TIMEOUT_SECS))))
     return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _set_local_init_op(op):
+    """Makes `op` the graph's LOCAL_INIT_OP; ValueError if it has one already."""
+    if tf.get_collection(tf.GraphKeys.LOCAL_INIT_OP):
+        raise ValueError("variable_update='collective' sets the graph's LOCAL_INIT_OP to "
+                         'the start-up broadcast, but it holds an op already')
+    tf.add_to_collection(tf.GraphKeys.LOCAL_INIT_OP, op)

@@ -125,7 +125,7 @@ def test_properties_are_read_only():
     ({'num_replicas': 2, 'replica_id': 2, 'num_ps_tasks': 1},
      r'replica_id must be less than num_replicas=2, got 2'),
     ({'replica_id': 1}, r'replica_id must be less than num_replicas=1, got 1'),
-    ({'num_replicas': 2}, r'num_replicas=2 needs num_ps_tasks > 0.*got num_ps_tasks=0'),
+    ({'num_replicas': 2}, r"num_replicas=2 needs num_ps_tasks > 0.*or variable_update='collective'"),
     ({'num_ps_tasks': 1, 'worker_job_name': ''}, r"worker_job_name must be a non-empty .*got ''"),
     ({'num_ps_tasks': 1, 'ps_job_name': ''}, r"ps_job_name must be a non-empty .*got ''"),
     ({'num_replicas': 2, 'num_ps_tasks': 1, 'ps_job_name': None},
@@ -178,7 +178,7 @@ def test_ps_strategy_is_read_only_and_in_repr():
     assert DeploymentConfig().ps_strategy == 'round_robin'
     config = DeploymentConfig(num_ps_tasks=2, ps_strategy='bytes')
     assert config.ps_strategy == 'bytes'
-    assert repr(config).endswith(", clone_devices=None, ps_strategy='bytes')")
+    assert ", clone_devices=None, ps_strategy='bytes', " in repr(config)
     with pytest.raises(AttributeError):
         config.ps_strategy = 'round_robin'
 
