@@ -9,15 +9,21 @@ a 'chief' job) are the replicas that train; ps tasks hold the variables.
 """
 import dataclasses
 import json
+import re
 import signal
+import socket
 import time
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from deployment.errors import UsageError
+from deployment.errors import ClusterError, UsageError
 
 TASK_TYPES = ('chief', 'worker', 'ps')
+# What a collective op raises when another member died, closed its connection or hung.
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+               tf.errors.AbortedError, tf.errors.CancelledError)
+_TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +56,12 @@ class ClusterTask:
     @property
     def is_chief(self):
         return self.replica_index == 0
+
+    @property
+    def collective_leader(self):
+        """The device name of replica 0's task, which leads collective groups."""
+        job = 'chief' if 'chief' in self.cluster else 'worker'
+        return f'/job:{job}/replica:0/task:0'
 
     @property
     def address(self):
@@ -164,3 +176,38 @@ def _checked(cluster, task_type, task_index, names):
     if task.num_replicas == 0:
         raise UsageError(f'{names["cluster"]} has no worker or chief task to train')
     return task
+
+
+def lost_peer(task, error, timeout_secs):
+    """The ClusterError for `error` (one of PEER_ERRORS), raised by a collective op in
+    `task`'s session, naming the other tasks the error names or, if it names none, those
+    whose port no longer accepts connections (probed now), or else every other task as a
+    suspect; timeout_secs: how long the op waited for them."""
+    here = f'{task.task_type}:{task.task_index}'
+    others = [(job, index) for job, addresses in task.cluster.items()
+              for index in range(len(addresses)) if f'{job}:{index}' != here]
+    named = {(job, int(index)) for job, index in _TASK_NAME.findall(error.message or '')}
+    lost = [t for t in others if t in named] or [
+        t for t in others if not _accepts(task.cluster[t[0]][t[1]])]
+    if lost:
+        return ClusterError(f'{_names(task, lost)} stopped answering {here} '
+                            f"({type(error).__name__}); restart the job to resume from the "
+                            "chief's last checkpoint")
+    return ClusterError(f'{_names(task, others)} did not answer {here} within '
+                        f'{timeout_secs:g} s ({type(error).__name__}) but still accept '
+                        'connections: stuck or too slow (see --collective_timeout_secs)')
+
+
+def _names(task, tasks):
+    """'worker:1 (host:port), ...' for (job, index) pairs of `task`'s cluster."""
+    return ', '.join(f'{job}:{index} ({task.cluster[job][index]})' for job, index in tasks)
+
+
+def _accepts(address):
+    """Whether a TCP connection to 'host:port' opens within a second."""
+    host, _, port = address.rpartition(':')
+    try:
+        with socket.create_connection((host.strip('[]'), int(port)), timeout=1.0):
+            return True
+    except OSError:
+        return False

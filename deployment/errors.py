@@ -1,10 +1,17 @@
-"""The one error class for a user's mistakes (a bad flag, parameter or input file).
+"""The errors entry points print as one line: a user's mistake (a bad flag, parameter or
+input file) and the loss of another task of the cluster.
 
-Entry points print a UsageError as one line and exit with code 2; every other exception is
-a bug or an outside failure and keeps its traceback (exit code 1).
+Entry points print a UsageError as one line and exit with code 2, a ClusterError as one
+line with exit code 1; every other exception is a bug or an outside failure and keeps its
+traceback (exit code 1).
 """
 
 
 class UsageError(ValueError):
     """A user's mistake. The message is one line that names the flag (as `--flag_name`),
     parameter or file at fault and, where there are any, the valid choices."""
+
+
+class ClusterError(RuntimeError):
+    """Another task of the cluster failed or stopped answering. The message is one line
+    naming the task."""

@@ -8,8 +8,9 @@
 Contract with COMMAND: each of the P ps and W worker tasks runs
 `COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` (the flags of
 train_image_classifier.py) with TF_CONFIG set to the JSON of tf.distribute and Kubeflow's TFJob:
-{"cluster": {"ps": ["HOST:PORT", ...], "worker": [...]}, "task": {"type": "ps", "index": 0}},
-and PYTHONUNBUFFERED=1. Each task's stdout and stderr reach the launcher's stdout line by line,
+{"cluster": {"ps": ["HOST:PORT", ...], "worker": [...]}, "task": {"type": "ps", "index": 0}}
+(with P = 0 there is no "ps" job: a cluster for --variable_update=collective), and
+PYTHONUNBUFFERED=1. Each task's stdout and stderr reach the launcher's stdout line by line,
 prefixed with '[ps:0] ', '[worker:1] ', ... Once every worker has exited 0, the ps tasks (which
 serve forever) get SIGTERM; as soon as a worker fails, or a ps task ends, every task gets
 SIGTERM (the others would wait for it forever). SIGINT and SIGTERM sent to the launcher
@@ -101,11 +102,13 @@ def free_ports(host, count):
 
 
 def cluster_spec(host, num_ps_tasks, worker_replicas):
-    """{'ps': ['HOST:PORT', ...], 'worker': [...]} on free ports of `host`."""
+    """{'ps': ['HOST:PORT', ...], 'worker': [...]} on free ports of `host`; without ps tasks
+    there is no 'ps' job (a cluster for --variable_update=collective)."""
     host_part = f'[{host}]' if ':' in host else host
     addresses = [f'{host_part}:{port}'
                  for port in free_ports(host, num_ps_tasks + worker_replicas)]
-    return {'ps': addresses[:num_ps_tasks], 'worker': addresses[num_ps_tasks:]}
+    cluster = {'ps': addresses[:num_ps_tasks], 'worker': addresses[num_ps_tasks:]}
+    return {job: tasks for job, tasks in cluster.items() if tasks}
 
 
 def exit_description(code):
@@ -203,7 +206,7 @@ def launch(cluster, argv, prog):
     handlers = {signum: signal.signal(signum, lambda number, _: received.append(number))
                 for signum in (signal.SIGINT, signal.SIGTERM)}
     output_lock = threading.Lock()
-    tasks = {'ps': [], 'worker': []}
+    tasks = {'ps': [], 'worker': []}  # Without ps tasks, cluster has no 'ps' job.
     try:
         try:
             for task_type, addresses in cluster.items():

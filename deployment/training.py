@@ -25,15 +25,20 @@ class NonFiniteLossError(UsageError):
     too high); training stopped before checkpointing that step."""
 
 
-def session_config(num_cpu_devices=None, log_device_placement=False, device_filters=None):
+def session_config(num_cpu_devices=None, log_device_placement=False, device_filters=None,
+                   collective_leader=None):
     """A ConfigProto with soft placement (ops without a kernel on the requested device,
     e.g. no GPU kernel, fall back to the CPU), `num_cpu_devices` CPU devices (None:
-    TensorFlow's default of one) and `device_filters` (None: every device of the cluster)."""
+    TensorFlow's default of one), `device_filters` (None: every device of the cluster) and
+    the task that leads collective groups across processes (None: none, e.g.
+    '/job:worker/replica:0/task:0')."""
     config = tf.ConfigProto(allow_soft_placement=True,
                             log_device_placement=log_device_placement,
                             device_filters=device_filters)
     if num_cpu_devices:
         config.device_count['CPU'] = num_cpu_devices
+    if collective_leader:
+        config.experimental.collective_group_leader = collective_leader
     return config
 
 
@@ -141,26 +146,40 @@ class MonitorHook(tf.train.SessionRunHook):
 
 
 def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=None, hooks=(),
-          save_summaries_secs=600, save_interval_secs=600, config=None):
+          save_summaries_secs=600, save_interval_secs=600, config=None, independent=False):
     """Runs `train_tensor` until `monitor` (a MonitorHook) stops it at its last step.
 
-    The monitor runs before the chief's checkpoint hook and every other hook; `hooks` run
-    (and end) after the checkpoint hook. scaffold: a tf.train.Scaffold (summary op,
-    fine-tuning init_fn), None for the default. Returns the last global step run, or None
-    if no step ran (the checkpoint was at the last step).
+    The monitor runs before the chief's summary and checkpoint hooks (so a non-finite loss
+    is never saved); `hooks` run (and end) after them. scaffold: a tf.train.Scaffold
+    (summary op, fine-tuning init_fn), None for the default. The chief initializes the
+    variables or restores them from train_dir; other workers wait for it, or with
+    `independent` (variable_update='collective') initialize their own, which the graph's
+    local init op then overwrites with the chief's. A session that fails is recreated
+    (a ps task restarted), unless `independent`: aborted collectives cannot resume, and
+    the error ends the run. Returns the last global step run, or None if no step ran (the
+    checkpoint was at the last step).
     """
+    scaffold = scaffold or tf.train.Scaffold()
+    all_hooks = [monitor]
     if is_chief:
-        # MonitoredTrainingSession runs chief-only hooks before its checkpoint hook and the
-        # other hooks after it: the monitor must see a non-finite loss before a save can.
-        session = tf.train.MonitoredTrainingSession(
-            master=master, is_chief=True, checkpoint_dir=train_dir, scaffold=scaffold,
-            hooks=hooks, chief_only_hooks=[monitor],
-            save_checkpoint_secs=save_interval_secs, save_summaries_secs=save_summaries_secs,
-            log_step_count_steps=0, config=config)
-    else:
+        if save_summaries_secs:
+            all_hooks.append(tf.train.SummarySaverHook(
+                save_secs=save_summaries_secs, output_dir=train_dir, scaffold=scaffold))
+        if save_interval_secs:
+            all_hooks.append(tf.train.CheckpointSaverHook(
+                train_dir, save_secs=save_interval_secs, scaffold=scaffold))
+    all_hooks += hooks
+    if independent:
+        session = tf.train.SingularMonitoredSession(
+            hooks=all_hooks, scaffold=scaffold, master=master, config=config,
+            checkpoint_dir=train_dir if is_chief else None)
+    elif is_chief:
         session = tf.train.MonitoredSession(
-            _WorkerSessionCreator(scaffold or tf.train.Scaffold(), master, config),
-            hooks=[monitor, *hooks])
+            tf.train.ChiefSessionCreator(scaffold, master, config, checkpoint_dir=train_dir),
+            hooks=all_hooks)
+    else:
+        session = tf.train.MonitoredSession(_WorkerSessionCreator(scaffold, master, config),
+                                            hooks=all_hooks)
     with session:
         while not session.should_stop():
             session.run(train_tensor)

@@ -195,12 +195,26 @@ class ClusterConfig:
         'round_robin', 'How variables spread over the ps tasks: ' +
         ', '.join(model_deploy.PS_STRATEGIES) +
         " (slim's round-robin, or largest first onto the least-loaded task).")
+    variable_update: str = setting(
+        'parameter_server', 'How clones and workers share the variables: parameter_server '
+        "(slim's: one copy, on the worker's CPU or the ps tasks), replicated (a copy on each "
+        "clone's device, gradients all-reduced) or collective (replicated across the "
+        'workers of a cluster without ps tasks).')
+    all_reduce_pack_bytes: int = setting(
+        model_deploy.ALL_REDUCE_PACK_BYTES, 'Gradients are all-reduced in packs of at most '
+        'this many bytes (a larger one alone); 0: one all-reduce per gradient.')
+    collective_timeout_secs: float = setting(
+        model_deploy.COLLECTIVE_TIMEOUT_SECS, 'Seconds a collective all-reduce waits for '
+        'the other workers before the run fails naming them (0: forever).')
     tf_config: str | None = dataclasses.field(default=None, metadata={'flag': False})
     cluster_task: cluster.ClusterTask | None = dataclasses.field(
         default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
         model_deploy.PS_STRATEGIES.check(self.ps_strategy)
+        model_deploy.VARIABLE_UPDATES.check(self.variable_update)
+        _check_int('all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0)
+        _check_number('collective_timeout_secs', self.collective_timeout_secs)
         task = self._named_task()
         object.__setattr__(self, 'cluster_task', task)
         resolved = {'worker_replicas': 1, 'num_ps_tasks': 0, 'task': 0}
@@ -222,16 +236,34 @@ class ClusterConfig:
         if not 0 <= self.task < self.worker_replicas:
             raise UsageError(f'--task must be in [0, --worker_replicas={self.worker_replicas}), '
                              f'got {self.task}')
-        if self.worker_replicas > 1 and not self.num_ps_tasks:
-            raise UsageError(f'{self.worker_replicas} worker replicas need ps tasks to hold '
-                             'the shared variables: name them in TF_CONFIG or --ps_hosts, or '
-                             'set --num_ps_tasks (with --master)')
+        self._check_variable_update()
         if self.sync_replicas and self.worker_replicas < 2:
             raise UsageError('--sync_replicas needs --worker_replicas > 1, got '
                              f'{self.worker_replicas}')
         if self.sync_replicas and self.replicas_to_aggregate > self.worker_replicas:
             raise UsageError(f'--replicas_to_aggregate={self.replicas_to_aggregate} exceeds '
                              f'--worker_replicas={self.worker_replicas}')
+
+    def _check_variable_update(self):
+        """UsageError unless variable_update fits the replicas and ps tasks."""
+        mode, workers, ps_tasks = self.variable_update, self.worker_replicas, self.num_ps_tasks
+        if mode == 'parameter_server' and workers > 1 and not ps_tasks:
+            raise UsageError(f'{workers} worker replicas need ps tasks to hold the shared '
+                             'variables (name them in TF_CONFIG or --ps_hosts, or set '
+                             '--num_ps_tasks with --master), or --variable_update=collective')
+        if mode != 'parameter_server' and ps_tasks:
+            raise UsageError(f'--variable_update={mode} keeps the variables on the clones: it '
+                             f'takes no ps tasks, got {ps_tasks}')
+        if mode == 'replicated' and workers > 1:
+            raise UsageError(f'--variable_update=replicated runs on one worker, got '
+                             f'--worker_replicas={workers}: use collective for several')
+        if mode == 'collective' and (workers == 1 or not self.cluster_task):
+            raise UsageError('--variable_update=collective needs a cluster of several '
+                             'workers named by TF_CONFIG or --worker_hosts/--job_name/--task, '
+                             f'got --worker_replicas={workers}: use replicated for one')
+        if mode != 'parameter_server' and self.sync_replicas:
+            raise UsageError(f'--sync_replicas aggregates gradients on ps tasks; '
+                             f'--variable_update={mode} is synchronous already')
 
     def _named_task(self):
         """The ClusterTask that TF_CONFIG or the host flags name; None if neither does."""
@@ -334,6 +366,11 @@ class TrainConfig(_RunConfig):
     def __post_init__(self):
         _check_int('train_image_size', self.model.image_size, 1, none_ok=True)
         run = self.cluster
+        if (run.variable_update != 'parameter_server' and self.devices.clone_on_cpu and
+                self.devices.num_clones > 1):
+            raise UsageError(f'--variable_update={run.variable_update} all-reduces between '
+                             'clones on distinct devices, but --clone_on_cpu puts all '
+                             f'{self.devices.num_clones} on CPU:0')
         if run.cluster_task and self.devices.master:
             raise UsageError(f'--master={self.devices.master!r} and a cluster (TF_CONFIG or '
                              '--worker_hosts) are exclusive: each task of a cluster trains '
@@ -346,10 +383,11 @@ class TrainConfig(_RunConfig):
     @property
     def examples_per_step(self):
         """Examples one global step consumes: batch_size x num_clones, x
-        replicas_to_aggregate with synchronous replicas."""
+        replicas_to_aggregate with synchronous replicas, x worker_replicas when collective."""
         run = self.cluster
-        return (self.data.batch_size * self.devices.num_clones *
-                (run.replicas_to_aggregate if run.sync_replicas else 1))
+        replicas = (run.replicas_to_aggregate if run.sync_replicas else
+                    run.worker_replicas if run.variable_update == 'collective' else 1)
+        return self.data.batch_size * self.devices.num_clones * replicas
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,7 +75,9 @@ def deployment(devices, cluster=None):
             replica_id=task.task_index if task else cluster.task,
             num_replicas=cluster.worker_replicas, num_ps_tasks=cluster.num_ps_tasks,
             worker_job_name=task.task_type if task else 'worker',
-            ps_strategy=cluster.ps_strategy)
+            ps_strategy=cluster.ps_strategy, variable_update=cluster.variable_update,
+            all_reduce_pack_bytes=cluster.all_reduce_pack_bytes,
+            collective_timeout_secs=cluster.collective_timeout_secs)
     config = model_deploy.DeploymentConfig(num_clones=devices.num_clones,
                                            clone_on_cpu=devices.clone_on_cpu,
                                            clone_devices=clone_devices, **replicas)
@@ -85,12 +87,15 @@ def deployment(devices, cluster=None):
 def session_target(devices, num_cpu_devices, cluster=None):
     """(master, ConfigProto) of the sessions of a run. A task of a named cluster starts its
     own gRPC server, holding its devices, and its sessions run through it, talking only to
-    the ps tasks and itself."""
+    the ps tasks and itself (and, in collective mode, to the other workers through
+    collective ops, led by the chief)."""
     task = cluster.cluster_task if cluster is not None else None
     if task is None:
         return devices.master, training.session_config(num_cpu_devices,
                                                        devices.log_device_placement)
-    server = task.start_server(training.session_config(num_cpu_devices))
+    leader = task.collective_leader if cluster.variable_update == 'collective' else None
+    server = task.start_server(training.session_config(num_cpu_devices,
+                                                       collective_leader=leader))
     return server.target, training.session_config(
         log_device_placement=devices.log_device_placement,
-        device_filters=task.device_filters())
+        device_filters=task.device_filters(), collective_leader=leader)

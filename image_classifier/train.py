@@ -22,7 +22,8 @@ def train(config):
     Returns None when no step ran: train_dir's checkpoint was at the last step already, or
     this process is a ps task, which serves the variables until SIGTERM instead. Raises
     UsageError for a user's mistake found once the run starts (an unwritable train_dir, a
-    missing dataset or checkpoint) and training.NonFiniteLossError if the loss diverges.
+    missing dataset or checkpoint), training.NonFiniteLossError if the loss diverges and,
+    in collective mode, errors.ClusterError when another worker stops answering.
     """
     run = config.cluster
     if run.is_ps:
@@ -36,7 +37,8 @@ def train(config):
     # Asynchronous workers other than the chief stop W-1 steps early; the chief waits for
     # their last updates and runs the remaining steps alone (see training.MonitorHook).
     alone_from = None
-    if last_step and run.worker_replicas > 1 and not run.sync_replicas:
+    collective = run.variable_update == 'collective'
+    if last_step and run.worker_replicas > 1 and not run.sync_replicas and not collective:
         alone_from = last_step - (run.worker_replicas - 1)
     master, session_config = parts.session_target(config.devices, num_cpu_devices, run)
 
@@ -61,12 +63,18 @@ def train(config):
         hooks = ([training.SyncReplicasHook(graph.optimizer, run.is_chief, run.worker_replicas,
                                             run.replicas_to_aggregate)]
                  if run.sync_replicas else [])
-        final_step = training.train(
-            graph.train_tensor, config.train_dir, monitor, master=master,
-            is_chief=run.is_chief,
-            scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
-            hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
-            save_interval_secs=config.schedule.save_interval_secs, config=session_config)
+        try:
+            final_step = training.train(
+                graph.train_tensor, config.train_dir, monitor, master=master,
+                is_chief=run.is_chief,
+                scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
+                hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
+                save_interval_secs=config.schedule.save_interval_secs, config=session_config,
+                independent=collective)
+        except cluster.PEER_ERRORS as e:
+            if not collective:
+                raise
+            raise cluster.lost_peer(run.cluster_task, e, run.collective_timeout_secs) from e
     if final_step is None:
         logging.info('Nothing to train: the global step has reached %d already', last_step)
     else:

@@ -62,8 +62,32 @@ def tf_config(jobs, task_type, index):
       'job_name': 'worker'},
      'both TF_CONFIG and --ps_hosts/--worker_hosts/--job_name name a cluster: unset one'),
     ({'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
-     '2 worker replicas need ps tasks to hold the shared variables: name them in TF_CONFIG '
-     'or --ps_hosts, or set --num_ps_tasks (with --master)'),
+     '2 worker replicas need ps tasks to hold the shared variables (name them in TF_CONFIG '
+     'or --ps_hosts, or set --num_ps_tasks with --master), or --variable_update=collective'),
+    ({'variable_update': 'mirrored'},
+     "unknown --variable_update 'mirrored'; valid: collective, parameter_server, replicated"),
+    ({'variable_update': 'replicated', 'tf_config': tf_config(TWO_WORKERS, 'worker', 0)},
+     '--variable_update=replicated keeps the variables on the clones: it takes no ps tasks, '
+     'got 1'),
+    ({'variable_update': 'collective', 'tf_config': tf_config(TWO_WORKERS, 'worker', 0)},
+     '--variable_update=collective keeps the variables on the clones: it takes no ps tasks'),
+    ({'variable_update': 'replicated',
+      'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
+     '--variable_update=replicated runs on one worker, got --worker_replicas=2: use '
+     'collective for several'),
+    ({'variable_update': 'collective'},
+     '--variable_update=collective needs a cluster of several workers named by TF_CONFIG'),
+    ({'variable_update': 'collective', 'worker_hosts': '127.0.0.1:2222', 'job_name': 'worker'},
+     '--variable_update=collective needs a cluster of several workers'),
+    ({'variable_update': 'collective', 'sync_replicas': True,
+      'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
+     '--sync_replicas aggregates gradients on ps tasks; --variable_update=collective is '
+     'synchronous already'),
+    ({'variable_update': 'replicated', 'clone_on_cpu': True},
+     '--variable_update=replicated all-reduces between clones on distinct devices, but '
+     '--clone_on_cpu puts all 2 on CPU:0'),
+    ({'all_reduce_pack_bytes': -1}, '--all_reduce_pack_bytes must be an integer >= 0, got -1'),
+    ({'collective_timeout_secs': -1.0}, '--collective_timeout_secs must be a number >= 0'),
     ({'worker_hosts': '127.0.0.1:2222', 'job_name': 'worker', 'task': 1},
      '--task 1 is out of range: the cluster has 1 worker task(s), indices 0 to 0'),
     ({'tf_config': '{"cluster": {"worker": ["127.0.0.1:2222"]'}, 'TF_CONFIG is not valid JSON'),
