@@ -440,8 +440,8 @@ def placement_plan(config, graph=None):
                               + (' of the chief' if config.num_replicas > 1 else '')),
                 ('all-reduce', f'{config.num_clones * config.num_replicas} members: '
                                f'{config.num_clones} clones on each of {config.num_replicas} '
-                               'worker' + ('s; the chief broadcasts the start values'
-                                           if config.num_replicas > 1 else ''))]
+                               'workers; the chief broadcasts the start values'
+                 if config.num_replicas > 1 else f'{config.num_clones} members: the clones')]
     rows += [('inputs', config.inputs_device()),
              ('optimizer', config.optimizer_device())]
     for i in range(config.num_clones):

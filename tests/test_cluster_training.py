@@ -200,6 +200,57 @@ def test_killed_chief_restarts_from_its_last_checkpoint(digits_dir, tmp_path):
     assert_restores(train_dir, 150)
 
 
+def evaluated_accuracy(train_dir):
+    """Test accuracy of the run in train_dir, as eval_image_classifier.py reports it."""
+    result = subprocess.run([sys.executable, os.path.join(REPO, 'eval_image_classifier.py'),
+                             f'--checkpoint_path={train_dir}', f'--eval_dir={train_dir}/eval'],
+                            cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+    return float(re.search(r'^accuracy (\S+)', result.stdout, re.M)[1])
+
+
+def test_collective_workers_through_the_launcher_train_in_step(digits_dir, tmp_path):
+    train_dir = tmp_path / 'train'
+    code, output = launch_cluster(
+        '--num_ps_tasks=0', '--worker_replicas=2',
+        args=train_args(train_dir, digits_dir, 300, '--variable_update=collective',
+                        '--log_every_n_steps=100'))
+    assert code == 0, output[-3000:]
+    assert steps_run(task_lines(output, 'worker:0')) == (300, 300)
+    assert steps_run(task_lines(output, 'worker:1')) == (300, 300)
+    assert 'all-reduce   2 members: 1 clones on each of 2 workers' in output
+    assert checkpoint_step(train_dir) == 300
+    assert_restores(train_dir, 300)
+    assert evaluated_accuracy(train_dir) >= 0.9
+
+
+def test_collective_peer_lost_fails_the_others_naming_it_and_the_job_resumes(digits_dir,
+                                                                             tmp_path):
+    train_dir = tmp_path / 'train'
+    timeout = 20
+    cluster = launch.cluster_spec(launch.LOCALHOST, 0, 2)
+    with Cluster(tmp_path, train_args(
+            train_dir, digits_dir, 150, '--variable_update=collective', '--save_interval_secs=1',
+            f'--collective_timeout_secs={timeout}'), cluster) as job:
+        job.wait_for(lambda: (checkpoint_step(train_dir) or 0) >= 10)
+        job.kill('worker:1')
+        killed = time.monotonic()
+        assert job.processes['worker:0'].wait(timeout=timeout + 30) == 1
+        assert time.monotonic() - killed < timeout + 10
+        last_line = job.log('worker:0').splitlines()[-1]
+        assert last_line == (
+            f'train_image_classifier.py: error: worker:1 ({cluster["worker"][1]}) stopped '
+            'answering worker:0 (UnavailableError); restart the job to resume from the '
+            "chief's last checkpoint")
+        saved = checkpoint_step(train_dir)
+        job.start('worker:0')
+        job.start('worker:1')
+        codes = job.wait_workers()
+    assert codes == {'worker:0': 0, 'worker:1': 0}, job.log('worker:0', 1)[-3000:]
+    assert f'Resuming from {train_dir}/model.ckpt-{saved}' in job.log('worker:0', 1)
+    assert steps_run(job.log('worker:1', 1).splitlines()) == (150, 150 - saved)
+    assert checkpoint_step(train_dir) == 150
+
+
 def test_tfjob_cluster_with_a_chief_job(digits_dir, tmp_path):
     chief, worker, ps = (f'{launch.LOCALHOST}:{port}'
                          for port in launch.free_ports(launch.LOCALHOST, 3))

@@ -199,6 +199,33 @@ def test_fine_tuning_only_seeds_an_empty_train_dir(trained, digits_dir, tmp_path
     assert not any(message.startswith('Fine-tuning from') for message in second)
 
 
+def test_checkpoints_of_every_mode_resume_fine_tune_and_evaluate_in_the_others(
+        trained, digits_dir, tmp_path):
+    source, _ = trained
+    train_dir = tmp_path / 'train'
+    for mode, steps in (('replicated', 4), ('parameter_server', 6), ('replicated', 8)):
+        with logged() as messages:
+            final = train.train(train_config(train_dir, digits_dir, max_number_of_steps=steps,
+                                             train_image_size=32, variable_update=mode))
+        assert final == steps
+        assert any(message.startswith('Placement:') and f'  {mode}: a copy of' in message
+                   for message in messages) == (mode == 'replicated')
+        if steps > 4:
+            assert f'Resuming from {train_dir}/model.ckpt-{steps - 2}' in messages
+    assert checkpoint_values(train_dir).keys() == checkpoint_values(source).keys()
+    metrics = evaluate_run(train_dir, tmp_path / 'eval')
+    assert metrics['global_step'] == 8
+    tuned_dir = tmp_path / 'tuned'
+    with logged() as messages:
+        train.train(train_config(tuned_dir, digits_dir, max_number_of_steps=1,
+                                 checkpoint_path=str(source), train_image_size=32,
+                                 checkpoint_exclude_scopes='LeNet/fc4', optimizer='sgd',
+                                 learning_rate=0.0, variable_update='replicated'))
+    assert any(message.startswith('Fine-tuning from') for message in messages)
+    np.testing.assert_array_equal(checkpoint_values(tuned_dir)['LeNet/conv1/weights'],
+                                  checkpoint_values(source)['LeNet/conv1/weights'])
+
+
 def test_a_diverging_loss_stops_with_the_last_good_checkpoint(digits_dir, tmp_path):
     flags = dict(batch_size=16, optimizer='sgd', learning_rate_decay_type='fixed',
                  num_clones=1)

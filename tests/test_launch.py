@@ -119,12 +119,12 @@ def test_tf_config_flags_and_ps_stopped_after_workers(capsys, tmp_path):
         '[worker:1] worker:1 ready', '[worker:2] worker:2 ready']
 
 
-def test_no_ps_tasks_and_no_sync_flag(capsys, tmp_path):
-    code, _, err, _ = launch_tasks(capsys, tmp_path, ['--num_ps_tasks=0', '--worker_replicas=1'])
+def test_no_ps_tasks_no_ps_job_and_no_sync_flag(capsys, tmp_path):
+    code, _, err, _ = launch_tasks(capsys, tmp_path, ['--num_ps_tasks=0', '--worker_replicas=2'])
     assert (code, err) == (0, '')
-    info = marks(tmp_path, 'ready')['worker0']
-    assert info['args'] == ['--worker_replicas=1', '--num_ps_tasks=0']
-    assert info['tf_config']['cluster']['ps'] == []
+    info = marks(tmp_path, 'ready')['worker1']
+    assert info['args'] == ['--worker_replicas=2', '--num_ps_tasks=0']
+    assert list(info['tf_config']['cluster']) == ['worker']  # A collective cluster.
 
 
 def test_every_output_line_keeps_its_task_prefix(capsys, tmp_path):
