@@ -199,6 +199,7 @@ def test_fine_tuning_only_seeds_an_empty_train_dir(trained, digits_dir, tmp_path
     assert not any(message.startswith('Fine-tuning from') for message in second)
 
 
+@pytest.mark.slow
 def test_checkpoints_of_every_mode_resume_fine_tune_and_evaluate_in_the_others(
         trained, digits_dir, tmp_path):
     source, _ = trained
