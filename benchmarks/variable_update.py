@@ -114,14 +114,14 @@ def optimizer():
 def synthetic_batch(batch_size, image_size):
     """(images [batch_size, image_size, image_size, 3] uniform in [-1, 1), labels
     [batch_size] int32 in [0, NUM_CLASSES)): local variables on the current device, set by
-    the local-variable initializer and read in place at every step. Under a tf.distribute
-    strategy they are mirrored: every replica holds a copy of the first one's values."""
-    images = tf.Variable(tf.random.uniform([batch_size, image_size, image_size, 3], -1.0, 1.0),
-                         trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
-                         name='synthetic_images')
-    labels = tf.Variable(tf.random.uniform([batch_size], maxval=NUM_CLASSES, dtype=tf.int32),
-                         trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
-                         name='synthetic_labels')
+    the local-variable initializer and read in place at every step. Seeded: every clone,
+    replica and worker of every setup trains on the same examples, so their losses compare."""
+    images = tf.Variable(
+        tf.random.uniform([batch_size, image_size, image_size, 3], -1.0, 1.0, seed=1),
+        trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES], name='synthetic_images')
+    labels = tf.Variable(
+        tf.random.uniform([batch_size], maxval=NUM_CLASSES, dtype=tf.int32, seed=2),
+        trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES], name='synthetic_labels')
     return images, labels
 
 

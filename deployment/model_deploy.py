@@ -255,18 +255,10 @@ class DeploymentConfig:
         if variable_update not in VARIABLE_UPDATES:
             raise ValueError(f'variable_update must be one of {VARIABLE_UPDATES.names}, '
                              f'got {variable_update!r}')
-        if variable_update == 'parameter_server' and num_replicas > 1 and num_ps_tasks == 0:
-            raise ValueError(f'num_replicas={num_replicas} needs num_ps_tasks > 0 to hold '
-                             "the shared variables, or variable_update='collective'")
-        if variable_update != 'parameter_server' and num_ps_tasks:
-            raise ValueError(f'variable_update={variable_update!r} keeps the variables on the '
-                             f'clones: it takes no ps tasks, got num_ps_tasks={num_ps_tasks}')
-        if variable_update == 'replicated' and num_replicas > 1:
-            raise ValueError(f"variable_update='replicated' runs on one worker, got "
-                             f"num_replicas={num_replicas}: use 'collective' for several")
-        if variable_update == 'collective' and num_replicas == 1:
-            raise ValueError("variable_update='collective' needs num_replicas > 1 workers, "
-                             "got 1: use 'replicated' for one")
+        problem = variable_update_problem(variable_update, num_replicas, num_ps_tasks,
+                                          lambda name, value: f'{name}={value!r}')
+        if problem:
+            raise ValueError(problem)
         if num_replicas > 1 or num_ps_tasks > 0:
             for name, value in (('worker_job_name', worker_job_name),
                                 ('ps_job_name', ps_job_name)):
@@ -398,6 +390,26 @@ class DeploymentConfig:
         if self._num_ps_tasks == 0:
             return None
         return lambda op: op.device
+
+
+def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
+    """What is wrong with `variable_update` for `num_replicas` workers and `num_ps_tasks` ps
+    tasks, as a message; None if nothing. show(name, value): a setting as the caller names
+    it, for name in 'variable_update', 'num_replicas' and 'num_ps_tasks'."""
+    mode = show('variable_update', variable_update)
+    if variable_update == 'parameter_server' and num_replicas > 1 and not num_ps_tasks:
+        return (f'{show("num_replicas", num_replicas)} needs ps tasks to hold the shared '
+                f'variables, or {show("variable_update", "collective")}')
+    if variable_update != 'parameter_server' and num_ps_tasks:
+        return (f'{mode} keeps the variables on the clones: it takes no ps tasks, got '
+                f'{show("num_ps_tasks", num_ps_tasks)}')
+    if variable_update == 'replicated' and num_replicas > 1:
+        return (f'{mode} runs on one worker, got {show("num_replicas", num_replicas)}: use '
+                f'{show("variable_update", "collective")} for several')
+    if variable_update == 'collective' and num_replicas == 1:
+        return (f'{mode} needs several workers, got {show("num_replicas", num_replicas)}: '
+                f'use {show("variable_update", "replicated")} for one')
+    return None
 
 
 def _check_int(name, value, minimum):

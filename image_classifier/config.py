@@ -246,24 +246,18 @@ class ClusterConfig:
 
     def _check_variable_update(self):
         """UsageError unless variable_update fits the replicas and ps tasks."""
-        mode, workers, ps_tasks = self.variable_update, self.worker_replicas, self.num_ps_tasks
-        if mode == 'parameter_server' and workers > 1 and not ps_tasks:
-            raise UsageError(f'{workers} worker replicas need ps tasks to hold the shared '
-                             'variables (name them in TF_CONFIG or --ps_hosts, or set '
-                             '--num_ps_tasks with --master), or --variable_update=collective')
-        if mode != 'parameter_server' and ps_tasks:
-            raise UsageError(f'--variable_update={mode} keeps the variables on the clones: it '
-                             f'takes no ps tasks, got {ps_tasks}')
-        if mode == 'replicated' and workers > 1:
-            raise UsageError(f'--variable_update=replicated runs on one worker, got '
-                             f'--worker_replicas={workers}: use collective for several')
-        if mode == 'collective' and (workers == 1 or not self.cluster_task):
-            raise UsageError('--variable_update=collective needs a cluster of several '
-                             'workers named by TF_CONFIG or --worker_hosts/--job_name/--task, '
-                             f'got --worker_replicas={workers}: use replicated for one')
-        if mode != 'parameter_server' and self.sync_replicas:
+        flags = {'num_replicas': 'worker_replicas'}
+        problem = model_deploy.variable_update_problem(
+            self.variable_update, self.worker_replicas, self.num_ps_tasks,
+            lambda name, value: f'--{flags.get(name, name)}={value}')
+        if problem:
+            raise UsageError(problem)
+        if self.variable_update == 'collective' and not self.cluster_task:
+            raise UsageError('--variable_update=collective needs the cluster named by '
+                             'TF_CONFIG or --worker_hosts/--job_name/--task')
+        if self.variable_update != 'parameter_server' and self.sync_replicas:
             raise UsageError(f'--sync_replicas aggregates gradients on ps tasks; '
-                             f'--variable_update={mode} is synchronous already')
+                             f'--variable_update={self.variable_update} is synchronous already')
 
     def _named_task(self):
         """The ClusterTask that TF_CONFIG or the host flags name; None if neither does."""

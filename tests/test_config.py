@@ -46,7 +46,7 @@ def tf_config(jobs, task_type, index):
     ({'save_interval_secs': -1}, '--save_interval_secs must be a number >= 0, got -1'),
     ({'replicas_to_aggregate': 0}, '--replicas_to_aggregate must be an integer >= 1, got 0'),
     ({'sync_replicas': True}, '--sync_replicas needs --worker_replicas > 1, got 1'),
-    ({'worker_replicas': 2}, '2 worker replicas need ps tasks to hold the shared variables'),
+    ({'worker_replicas': 2}, '--worker_replicas=2 needs ps tasks to hold the shared variables'),
     ({'worker_replicas': 2, 'num_ps_tasks': 1, 'master': 'grpc://h:1', 'task': 2},
      '--task must be in [0, --worker_replicas=2), got 2'),
     ({'worker_replicas': 2, 'num_ps_tasks': 1, 'master': 'grpc://h:1', 'sync_replicas': True,
@@ -62,23 +62,26 @@ def tf_config(jobs, task_type, index):
       'job_name': 'worker'},
      'both TF_CONFIG and --ps_hosts/--worker_hosts/--job_name name a cluster: unset one'),
     ({'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
-     '2 worker replicas need ps tasks to hold the shared variables (name them in TF_CONFIG '
-     'or --ps_hosts, or set --num_ps_tasks with --master), or --variable_update=collective'),
+     '--worker_replicas=2 needs ps tasks to hold the shared variables, or '
+     '--variable_update=collective'),
     ({'variable_update': 'mirrored'},
      "unknown --variable_update 'mirrored'; valid: collective, parameter_server, replicated"),
     ({'variable_update': 'replicated', 'tf_config': tf_config(TWO_WORKERS, 'worker', 0)},
      '--variable_update=replicated keeps the variables on the clones: it takes no ps tasks, '
-     'got 1'),
+     'got --num_ps_tasks=1'),
     ({'variable_update': 'collective', 'tf_config': tf_config(TWO_WORKERS, 'worker', 0)},
      '--variable_update=collective keeps the variables on the clones: it takes no ps tasks'),
     ({'variable_update': 'replicated',
       'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
      '--variable_update=replicated runs on one worker, got --worker_replicas=2: use '
-     'collective for several'),
+     '--variable_update=collective for several'),
     ({'variable_update': 'collective'},
-     '--variable_update=collective needs a cluster of several workers named by TF_CONFIG'),
+     '--variable_update=collective needs several workers, got --worker_replicas=1: use '
+     '--variable_update=replicated for one'),
     ({'variable_update': 'collective', 'worker_hosts': '127.0.0.1:2222', 'job_name': 'worker'},
-     '--variable_update=collective needs a cluster of several workers'),
+     '--variable_update=collective needs several workers'),
+    ({'variable_update': 'collective', 'worker_replicas': 2, 'master': 'grpc://h:1'},
+     '--variable_update=collective needs the cluster named by TF_CONFIG or --worker_hosts'),
     ({'variable_update': 'collective', 'sync_replicas': True,
       'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
      '--sync_replicas aggregates gradients on ps tasks; --variable_update=collective is '

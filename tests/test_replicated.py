@@ -253,7 +253,7 @@ def test_variables_made_without_get_variable_are_refused():
      r"variable_update='collective' keeps the variables on the clones"),
     ({'variable_update': 'replicated', 'num_replicas': 2},
      r"variable_update='replicated' runs on one worker, got num_replicas=2"),
-    ({'variable_update': 'collective'}, r"variable_update='collective' needs num_replicas > 1"),
+    ({'variable_update': 'collective'}, r"variable_update='collective' needs several workers, got num_replicas=1"),
     ({'variable_update': 'replicated', 'num_clones': 2, 'clone_on_cpu': True},
      r'clones, which must sit on distinct devices; got \[.*CPU:0.*CPU:0.*\]'),
     ({'variable_update': 'replicated', 'num_clones': 2, 'clone_devices': ['/cpu:0'] * 2},
