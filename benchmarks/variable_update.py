@@ -161,7 +161,7 @@ def deploy_trainer(args, role):
     step = deployed_step(args, config)
     session = tf.Session(config=session_config(args, role['cpu_devices']))
     session.run(tf.global_variables_initializer())
-    session.run(tf.local_variables_initializer())  # Replicated: the copies, from clone 0's.
+    session.run(tf.local_variables_initializer())  # Batches; replicated: clone 0's copies.
     return Trainer(session, step, None)
 
 
@@ -430,8 +430,10 @@ def machine_devices(args):
     if gpus < max(args.num_clones, 2):
         raise BenchmarkError(f'{gpus} GPU(s) found: --num_clones {args.num_clones} needs '
                              f'{args.num_clones} and the two workers need 2')
+    visible = os.environ.get('CUDA_VISIBLE_DEVICES')
+    ids = visible.split(',') if visible else [str(i) for i in range(gpus)]
     return ([f'/device:GPU:{i}' for i in range(args.num_clones)], '/device:GPU:0', None,
-            lambda index: {'CUDA_VISIBLE_DEVICES': '' if index is None else str(index)})
+            lambda index: {'CUDA_VISIBLE_DEVICES': '' if index is None else ids[index]})
 
 
 def start_setup(processes, name, machine, ports):
@@ -523,7 +525,7 @@ def table(results):
         f"{r['num_clones']} clones on {r['devices']} devices in one process, one "
         f"{r['devices']} device per worker process; TensorFlow {tf.__version__}",
         f"{r['steps']} timed steps per round after {r['warmup_steps']} warm-up steps, "
-        f"{r['rounds']} rounds, medians; all-reduce packs <= {r['all_reduce_pack_bytes']} "
+        f"medians of {r['rounds']} round(s); all-reduce packs <= {r['all_reduce_pack_bytes']} "
         f"bytes; threads intra-op {r['intra_op_threads']}, inter-op "
         f"{r['inter_op_threads']} (0: TensorFlow's default)", '',
         f"{'setup':<29} {'processes':<22} {'examples/sec':>12}   {'rounds':<22} "
@@ -542,39 +544,39 @@ def table(results):
     return lines
 
 
-def positive(minimum):
+def at_least(minimum):
     """argparse type: an integer >= minimum."""
-    def parse(text):
+    def integer(text):
         value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f'must be >= {minimum}, got {value}')
         return value
-    return parse
+    return integer
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--model_name', default='cifarnet', choices=nets_factory.NETWORKS.names,
                         metavar='NAME', help='network of nets_factory (default cifarnet)')
-    parser.add_argument('--batch_size', type=positive(1), default=64,
+    parser.add_argument('--batch_size', type=at_least(1), default=64,
                         help='examples per clone and step (default 64)')
-    parser.add_argument('--num_clones', type=positive(1), default=2,
+    parser.add_argument('--num_clones', type=at_least(1), default=2,
                         help='clones (devices) of the one-process setups (default 2)')
-    parser.add_argument('--steps', type=positive(1), default=20,
+    parser.add_argument('--steps', type=at_least(1), default=20,
                         help='timed steps per setup and round (default 20)')
-    parser.add_argument('--warmup_steps', type=positive(1), default=5,
+    parser.add_argument('--warmup_steps', type=at_least(1), default=5,
                         help='untimed steps each process runs once after start-up (default 5)')
-    parser.add_argument('--rounds', type=positive(1), default=3,
+    parser.add_argument('--rounds', type=at_least(1), default=3,
                         help='rounds over every setup; medians are reported (default 3)')
-    parser.add_argument('--all_reduce_pack_bytes', type=positive(0),
+    parser.add_argument('--all_reduce_pack_bytes', type=at_least(0),
                         default=model_deploy.ALL_REDUCE_PACK_BYTES,
                         help='pack size of replicated and collective gradient all-reduces, '
                              'bytes (default %(default)s; 0: one all-reduce per gradient)')
-    parser.add_argument('--intra_op_threads', type=positive(0), default=0,
+    parser.add_argument('--intra_op_threads', type=at_least(0), default=0,
                         help="intra-op threads of every session (default 0: TensorFlow's)")
-    parser.add_argument('--inter_op_threads', type=positive(0), default=0,
+    parser.add_argument('--inter_op_threads', type=at_least(0), default=0,
                         help="inter-op threads of every session (default 0: TensorFlow's)")
-    parser.add_argument('--timeout_secs', type=positive(1), default=300,
+    parser.add_argument('--timeout_secs', type=at_least(1), default=300,
                         help='longest wait for processes to start and warm up, or to run a '
                              'round, seconds (default 300)')
     parser.add_argument('--json', action='store_true',

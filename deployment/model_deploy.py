@@ -227,6 +227,9 @@ class DeploymentConfig:
         all-reduce per gradient.
       collective_timeout_secs: how long an all-reduce waits for the other workers before
         failing (0: forever); the start-up broadcast waits at least START_TIMEOUT_SECS.
+      is_chief: whether this worker is the chief, whose variables 'collective' mode
+        broadcasts at start-up; None: replica_id == 0 (False for worker 0 of a cluster
+        whose chief has a job of its own, as TF_CONFIG's 'chief').
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -238,7 +241,7 @@ class DeploymentConfig:
                  clone_devices=None, ps_strategy='round_robin',
                  variable_update='parameter_server',
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
-                 collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS):
+                 collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS, is_chief=None):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -292,6 +295,7 @@ class DeploymentConfig:
         self._variable_update = variable_update
         self._all_reduce_pack_bytes = all_reduce_pack_bytes
         self._collective_timeout_secs = float(collective_timeout_secs)
+        self._is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -305,6 +309,7 @@ class DeploymentConfig:
     variable_update = property(lambda self: self._variable_update)
     all_reduce_pack_bytes = property(lambda self: self._all_reduce_pack_bytes)
     collective_timeout_secs = property(lambda self: self._collective_timeout_secs)
+    is_chief = property(lambda self: self._is_chief)
 
     @property
     def replicated(self):
@@ -333,7 +338,8 @@ class DeploymentConfig:
                 f'ps_strategy={self._ps_strategy!r}, '
                 f'variable_update={self._variable_update!r}, '
                 f'all_reduce_pack_bytes={self._all_reduce_pack_bytes}, '
-                f'collective_timeout_secs={self._collective_timeout_secs})')
+                f'collective_timeout_secs={self._collective_timeout_secs}, '
+                f'is_chief={self._is_chief})')
 
     def _check_clone_index(self, clone_index):
         if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
@@ -539,7 +545,7 @@ def _replicas(config):
     group = all_reduce.Group(
         size=config.num_clones * config.num_replicas,
         local_devices=tuple(config.clone_device(i) for i in range(config.num_clones)),
-        has_source=config.replica_id == 0, timeout_secs=config.collective_timeout_secs)
+        has_source=config.is_chief, timeout_secs=config.collective_timeout_secs)
     return replicas.Replicas([config.clone_scope(i) for i in range(config.num_clones)], group,
                              config.all_reduce_pack_bytes, config.num_replicas)
 
@@ -719,7 +725,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     if copies and config.num_replicas > 1:
         _set_local_init_op(copies.sync_op(all_reduce.Group(
             size=config.num_replicas, local_devices=(config.clone_device(0),),
-            has_source=config.replica_id == 0,
+            has_source=config.is_chief,
             timeout_secs=config.collective_timeout_secs and max(
                 config.collective_timeout_secs, START_TIMEOUT_SECS))))
     return DeployedModel(train_op, summary_op, total_loss, clones)

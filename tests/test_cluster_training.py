@@ -266,6 +266,19 @@ def test_tfjob_cluster_with_a_chief_job(digits_dir, tmp_path):
     assert checkpoint_step(train_dir) == 40
 
 
+def test_collective_tfjob_cluster_with_a_chief_job(digits_dir, tmp_path):
+    chief, worker = (f'{launch.LOCALHOST}:{port}'
+                     for port in launch.free_ports(launch.LOCALHOST, 2))
+    train_dir = tmp_path / 'train'
+    with Cluster(tmp_path, train_args(train_dir, digits_dir, 20, '--variable_update=collective'),
+                 {'chief': [chief], 'worker': [worker]}) as cluster:
+        codes = cluster.wait_workers()
+    assert codes == {'chief:0': 0, 'worker:0': 0}, cluster.log('worker:0')[-3000:]
+    assert steps_run(cluster.log('chief:0').splitlines()) == (20, 20)
+    assert steps_run(cluster.log('worker:0').splitlines()) == (20, 20)
+    assert checkpoint_step(train_dir) == 20
+
+
 def test_cluster_named_by_flags_with_bytes_placement_over_two_ps(digits_dir, tmp_path):
     train_dir = tmp_path / 'train'
     cluster = launch.cluster_spec(launch.LOCALHOST, 2, 1)
