@@ -14,10 +14,12 @@ losses to `tf.GraphKeys.LOSSES` (tf.losses and slim.losses do). Each clone's los
 divided by the number of clones and the clones' gradients are summed, so the update is
 the gradient of the mean loss. Regularization losses count once; batch-norm update ops
 come from the first clone. Variables live on `variables_device()`: the worker's CPU, or
-the parameter-server tasks, round-robin or by bytes (`ps_strategy`).
+the parameter-server tasks, round-robin or by bytes (`ps_strategy`); or, with
+`variable_update` 'replicated' or 'collective', as a copy on each clone's device, the
+gradients all-reduced between the clones of one worker or of all (see replicas).
 
 Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
-our additions (clone_devices, ps_strategy, placement_plan). Where this differs from the
+our additions (clone_devices, ps_strategy, variable_update, placement_plan). Where this differs from the
 original: it runs on TensorFlow 2.16+; every variable (resource or not, made by slim,
 tf.get_variable or tf.Variable) goes on the variables device; worker devices carry the
 replica's task, so `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where

@@ -47,7 +47,7 @@ class Replicas:
 
     def __init__(self, clone_scopes, group, pack_bytes, num_workers):
         self._scopes = list(clone_scopes)
-        self.group = group
+        self._group = group
         self._pack_bytes = pack_bytes
         self._num_workers = num_workers
         self._canonical = {}  # Name -> the variable clone 0's model_fn got under it.
@@ -145,7 +145,7 @@ class Replicas:
                                                  self.copy_of(i, canonical_list[k]))
                                      for k in keep])
         scale = None if self._num_workers == 1 else 1.0 / self._num_workers
-        sums = all_reduce.all_reduce_sums(member_grads, self.group, self._pack_bytes, scale)
+        sums = all_reduce.all_reduce_sums(member_grads, self._group, self._pack_bytes, scale)
         result = []
         for i, clone_sums in enumerate(sums):
             for k, total in zip(keep, clone_sums):
@@ -172,14 +172,16 @@ class Replicas:
         after the copy, 'clone_i/<canonical slot name>') become local variables
         initialized from the canonical variable's slot, which must be made first."""
         prefixes = [scope + '/' for scope in self._scopes[1:]]
+        by_name = {}  # Global variables by name, read again when one is missing.
 
         def slot(getter, name, **kwargs):
             prefix = next((p for p in prefixes if name.startswith(p)), None)
             if prefix is None:
                 return getter(name, **kwargs)
             canonical_name = name[len(prefix):].rstrip('/')  # Slots are named 'scope/'.
-            canonical = next((v for v in tf.global_variables()
-                              if v.op.name == canonical_name), None)
+            if canonical_name not in by_name:
+                by_name.update((v.op.name, v) for v in tf.global_variables())
+            canonical = by_name.get(canonical_name)
             if canonical is None:
                 raise ValueError(f'the optimizer made slot {name!r} before the slot '
                                  f'{canonical_name!r} of the canonical variable')
