@@ -654,11 +654,11 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
             continue
         with tf.name_scope(clone.scope), tf.device(clone.device):
             clones_grads.append(optimizer.compute_gradients(loss, var_list=var_list, **kwargs))
-    if clones_grads[0] is None:
+    if all(grads is None for grads in clones_grads):
         raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
                          'regularization losses: nothing to optimize')
     if copies:
-        return _total_loss(losses), copies.all_reduce(clones_grads,
+        return _total_loss(losses), copies.all_reduce(var_lists[0], clones_grads,
                                                       [c.device for c in clones])
     return _total_loss(losses), _sum_clones_gradients([g for g in clones_grads if g])
 

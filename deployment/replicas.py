@@ -126,16 +126,16 @@ class Replicas:
             var_list = tf.trainable_variables()
         return [[self.copy_of(i, v) for v in var_list] for i in range(len(self._scopes))]
 
-    def all_reduce(self, clones_grads_and_vars, devices):
+    def all_reduce(self, canonical_list, clones_grads_and_vars, devices):
         """The summed gradients each copy applies.
 
-        clones_grads_and_vars: per clone, its (gradient, variable) list over var_lists()'s
-          variables; None for a clone without loss but clone 0 (it contributes zeros).
+        canonical_list: the canonical variables trained (var_lists()'s first list).
+        clones_grads_and_vars: per clone, its (gradient, variable) list over its list of
+          var_lists(); None for a clone without loss (it contributes zeros).
         devices: each clone's device.
         Returns [(sum, variable)]: clone 0's (for the canonical variables) first, then each
         other clone's for its copies. A variable no clone has a gradient for is left out.
         """
-        canonical_list = [v for _, v in clones_grads_and_vars[0]]
         keep = [k for k in range(len(canonical_list))
                 if any(g and g[k][0] is not None for g in clones_grads_and_vars)]
         member_grads = []

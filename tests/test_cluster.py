@@ -360,3 +360,29 @@ def test_serve_returns_on_a_signal(signum):
     assert out == 'returned\n'
     assert f'ps:0 serving at 127.0.0.1:{ps_port} until SIGTERM or Ctrl-C' in err
     assert f'ps:0 stopped by {signal.Signals(signum).name}' in err
+
+
+def test_lost_peer_names_the_task_the_error_names():
+    task = ClusterTask({'chief': CHIEF, 'worker': WORKERS}, 'worker', 0)
+    error = tf.errors.UnavailableError(None, None, 'Collective ops is aborted by: Socket '
+                                       'closed from remote target /job:chief/replica:0/task:0 '
+                                       'while serving /job:worker/replica:0/task:0')
+    assert str(cluster.lost_peer(task, error, 20)) == (
+        "chief:0 (chief0:2222) stopped answering worker:0 (UnavailableError); restart the job "
+        "to resume from the chief's last checkpoint")
+
+
+def test_lost_peer_probes_the_others_when_the_error_names_none():
+    with socket.socket() as listening:
+        listening.bind(('127.0.0.1', 0))
+        listening.listen()
+        alive = f'127.0.0.1:{listening.getsockname()[1]}'
+        dead = f'127.0.0.1:{free_port()}'
+        error = tf.errors.DeadlineExceededError(None, None, 'Collective has timed out')
+        task = ClusterTask({'worker': [alive, dead, alive]}, 'worker', 2)
+        assert str(cluster.lost_peer(task, error, 20)).startswith(
+            f'worker:1 ({dead}) stopped answering worker:2 (DeadlineExceededError)')
+        stuck = ClusterTask({'worker': [alive, alive]}, 'worker', 1)
+        assert str(cluster.lost_peer(stuck, error, 20)) == (
+            f'worker:0 ({alive}) did not answer worker:1 within 20 s (DeadlineExceededError) '
+            'but still accept connections: stuck or too slow (see --collective_timeout_secs)')
