@@ -1,8 +1,8 @@
 """Learning-rate schedules and optimizers by name, with TF-Slim's flags and defaults.
 
-`OPTIMIZERS` (flag --optimizer) and `LEARNING_RATE_DECAY_TYPES` (flag
---learning_rate_decay_type) are the registries; `optimizer()` and `learning_rate()` build
-from them.
+`OPTIMIZERS` (flag --optimizer), `LEARNING_RATE_DECAY_TYPES` (flag
+--learning_rate_decay_type) and `LEARNING_RATE_SCALINGS` (flag --learning_rate_scaling) are
+the registries; `optimizer()`, `learning_rate()` and `scaled_learning_rate()` build from them.
 """
 import dataclasses
 import math
@@ -81,23 +81,52 @@ LEARNING_RATE_DECAY_TYPES = Registry('learning_rate_decay_type', {
 })
 
 
-def decay_steps(num_samples, num_epochs_per_decay, examples_per_step):
-    """Global steps between decays, so that the rate decays every `num_epochs_per_decay`
-    epochs whatever the number of clones and replicas.
+# Name -> function(learning_rate, global_batch, base_batch_size) giving the rate to train
+# with: 'linear' is Goyal et al. 2017's rule, the rate grows with the global batch.
+LEARNING_RATE_SCALINGS = Registry('learning_rate_scaling', {
+    'linear': lambda rate, global_batch, base_batch_size: rate * global_batch / base_batch_size,
+    'none': lambda rate, global_batch, base_batch_size: rate,
+})
+
+
+def scaled_learning_rate(scaling, rate, global_batch, base_batch_size):
+    """`rate` scaled by `scaling` (a name in LEARNING_RATE_SCALINGS) for a global batch of
+    `global_batch` examples per step; UsageError for an unknown name."""
+    return LEARNING_RATE_SCALINGS[scaling](rate, global_batch, base_batch_size)
+
+
+def epochs_to_steps(num_samples, epochs, examples_per_step):
+    """Global steps that consume `epochs` epochs of `num_samples` examples, rounded up.
 
     examples_per_step: examples one global step consumes (batch_size x num_clones, times
-    replicas_to_aggregate with sync replicas). Slim divided by batch_size alone, so adding
-    clones slowed the decay in epochs; here an epoch means an epoch.
+    replicas_to_aggregate with sync replicas, or the workers when collective). Slim divided
+    by batch_size alone, so adding clones slowed the decay in epochs; here an epoch means an
+    epoch.
     """
-    return max(1, int(math.ceil(num_samples * num_epochs_per_decay / examples_per_step)))
+    return int(math.ceil(num_samples * epochs / examples_per_step))
+
+
+def decay_steps(num_samples, num_epochs_per_decay, examples_per_step):
+    """Global steps between decays (at least 1), so that the rate decays every
+    `num_epochs_per_decay` epochs whatever the number of clones and replicas."""
+    return max(1, epochs_to_steps(num_samples, num_epochs_per_decay, examples_per_step))
 
 
 def learning_rate(decay_type, base_rate, global_step, steps_per_decay, decay_factor=0.94,
-                  end_rate=0.0001):
+                  end_rate=0.0001, warmup_steps=0, warmup_rate=0.0):
     """The float32 scalar learning rate of schedule `decay_type` (a name in
-    LEARNING_RATE_DECAY_TYPES) at `global_step`; UsageError for an unknown name."""
-    return LEARNING_RATE_DECAY_TYPES[decay_type](base_rate, global_step, steps_per_decay,
+    LEARNING_RATE_DECAY_TYPES) at `global_step`; UsageError for an unknown name.
+
+    With warmup_steps > 0 the rate first rises linearly from warmup_rate at step 0 to
+    base_rate at step warmup_steps, then follows the schedule (at the global step).
+    """
+    rate = LEARNING_RATE_DECAY_TYPES[decay_type](base_rate, global_step, steps_per_decay,
                                                  decay_factor, end_rate)
+    if not warmup_steps:
+        return rate
+    progress = tf.cast(global_step, tf.float32) / float(warmup_steps)
+    warming = warmup_rate + (base_rate - warmup_rate) * progress
+    return tf.where(global_step < warmup_steps, warming, rate, name='warmup_learning_rate')
 
 
 def optimizer(name, rate, params=OptimizerParams()):

@@ -139,7 +139,17 @@ class DevicesConfig:
 class OptimizationConfig:
     """The loss, the optimizer and its learning-rate schedule."""
     optimizer: str = setting('rmsprop', 'Optimizer: ' + ', '.join(optimization.OPTIMIZERS))
-    learning_rate: float = setting(0.01, 'Initial learning rate.')
+    learning_rate: float = setting(0.01, 'Initial learning rate (before scaling).')
+    learning_rate_scaling: str = setting(
+        'none', 'How the learning rate follows the global batch: ' +
+        ', '.join(optimization.LEARNING_RATE_SCALINGS) + ' (linear: learning_rate x global '
+        'batch / --base_batch_size, Goyal et al. 2017).')
+    base_batch_size: int = setting(256, 'The global batch --learning_rate is meant for, with '
+                                        '--learning_rate_scaling=linear.')
+    warmup_epochs: float = setting(0.0, 'Epochs over which the rate rises linearly from '
+                                        '--warmup_learning_rate to the scaled rate, before '
+                                        'the decay schedule; 0: none.')
+    warmup_learning_rate: float = setting(0.0, 'Learning rate at the start of the warmup.')
     learning_rate_decay_type: str = setting(
         'exponential', 'Learning-rate schedule: ' +
         ', '.join(optimization.LEARNING_RATE_DECAY_TYPES))
@@ -158,7 +168,10 @@ class OptimizationConfig:
     def __post_init__(self):
         optimization.OPTIMIZERS.check(self.optimizer)
         optimization.LEARNING_RATE_DECAY_TYPES.check(self.learning_rate_decay_type)
-        for flag in ('learning_rate', 'end_learning_rate', 'weight_decay'):
+        optimization.LEARNING_RATE_SCALINGS.check(self.learning_rate_scaling)
+        _check_int('base_batch_size', self.base_batch_size, 1)
+        for flag in ('learning_rate', 'end_learning_rate', 'weight_decay', 'warmup_epochs',
+                     'warmup_learning_rate'):
             _check_number(flag, getattr(self, flag))
         _check_number('learning_rate_decay_factor', self.learning_rate_decay_factor,
                       positive=True)
@@ -382,6 +395,15 @@ class TrainConfig(_RunConfig):
         replicas = (run.replicas_to_aggregate if run.sync_replicas else
                     run.worker_replicas if run.variable_update == 'collective' else 1)
         return self.data.batch_size * self.devices.num_clones * replicas
+
+    @property
+    def scaled_learning_rate(self):
+        """The learning rate after --learning_rate_scaling for the global batch
+        (examples_per_step): what warmup rises to and the decay schedule starts from."""
+        optimizing = self.optimization
+        return optimization.scaled_learning_rate(
+            optimizing.learning_rate_scaling, optimizing.learning_rate,
+            self.examples_per_step, optimizing.base_batch_size)
 
 
 @dataclasses.dataclass(frozen=True)

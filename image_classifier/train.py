@@ -42,13 +42,18 @@ def train(config):
         alone_from = last_step - (run.worker_replicas - 1)
     master, session_config = parts.session_target(config.devices, num_cpu_devices, run)
 
+    warmup_steps = optimization.epochs_to_steps(
+        model.split.num_samples, config.optimization.warmup_epochs, config.examples_per_step)
     with tf.Graph().as_default():
-        graph = _build(config, model, deployment)
+        graph = _build(config, model, deployment, warmup_steps)
         logging.info('Placement:\n%s', graph.plan)
+        logging.info('Global batch %d examples per step; %s', config.examples_per_step,
+                     _learning_rate_story(config, warmup_steps))
         if run.is_chief:
             init_fn = _init_fn(config)
             runs.write(config, placement=graph.plan.splitlines(),
                        examples_per_step=config.examples_per_step,
+                       learning_rate=config.scaled_learning_rate, warmup_steps=warmup_steps,
                        num_classes=model.num_classes, image_size=model.image_size,
                        num_samples=model.split.num_samples)
             monitor = training.MonitorHook(
@@ -89,8 +94,9 @@ _TrainingGraph = collections.namedtuple(
     '_TrainingGraph', ['train_tensor', 'learning_rate', 'optimizer', 'summary_op', 'plan'])
 
 
-def _build(config, model, deployment):
-    """Builds the training graph of `config` in the default graph."""
+def _build(config, model, deployment, warmup_steps):
+    """Builds the training graph of `config` in the default graph, the learning rate rising
+    over `warmup_steps` global steps first."""
     run, optimizing = config.cluster, config.optimization
     with tf.device(deployment.variables_device()):
         global_step = tf.train.create_global_step()
@@ -99,10 +105,11 @@ def _build(config, model, deployment):
             model.training_batches(config.data, run.task, run.worker_replicas))
     with tf.device(deployment.optimizer_device()):
         learning_rate = optimization.learning_rate(
-            optimizing.learning_rate_decay_type, optimizing.learning_rate, global_step,
+            optimizing.learning_rate_decay_type, config.scaled_learning_rate, global_step,
             optimization.decay_steps(model.split.num_samples, optimizing.num_epochs_per_decay,
                                      config.examples_per_step),
-            optimizing.learning_rate_decay_factor, optimizing.end_learning_rate)
+            optimizing.learning_rate_decay_factor, optimizing.end_learning_rate,
+            warmup_steps, optimizing.warmup_learning_rate)
         optimizer = optimization.optimizer(optimizing.optimizer, learning_rate,
                                            optimizing.params)
         if run.sync_replicas:
@@ -139,6 +146,20 @@ def _build(config, model, deployment):
         summary_op = tf.summary.merge(summaries)
     return _TrainingGraph(train_tensor=train_tensor, learning_rate=learning_rate,
                           optimizer=optimizer, summary_op=summary_op, plan=plan)
+
+
+def _learning_rate_story(config, warmup_steps):
+    """'learning rate 0.4 (0.1 x 1024 / 256), reached after a warmup of 50 steps from 0':
+    the rate the schedule starts from, how it was scaled and warmed up."""
+    optimizing = config.optimization
+    story = f'learning rate {config.scaled_learning_rate:g}'
+    if optimizing.learning_rate_scaling == 'linear':
+        story += (f' ({optimizing.learning_rate:g} x {config.examples_per_step} / '
+                  f'{optimizing.base_batch_size})')
+    if warmup_steps:
+        story += (f', reached after a warmup of {warmup_steps} steps from '
+                  f'{optimizing.warmup_learning_rate:g}')
+    return story
 
 
 def _init_fn(config):

@@ -90,6 +90,11 @@ def tf_config(jobs, task_type, index):
      '--variable_update=replicated all-reduces between clones on distinct devices, but '
      '--clone_on_cpu puts all 2 on CPU:0'),
     ({'all_reduce_pack_bytes': -1}, '--all_reduce_pack_bytes must be an integer >= 0, got -1'),
+    ({'learning_rate_scaling': 'sqrt'},
+     "unknown --learning_rate_scaling 'sqrt'; valid: linear, none"),
+    ({'base_batch_size': 0}, '--base_batch_size must be an integer >= 1, got 0'),
+    ({'warmup_epochs': -1.0}, '--warmup_epochs must be a number >= 0, got -1.0'),
+    ({'warmup_learning_rate': -0.5}, '--warmup_learning_rate must be a number >= 0'),
     ({'collective_timeout_secs': -1.0}, '--collective_timeout_secs must be a number >= 0'),
     ({'worker_hosts': '127.0.0.1:2222', 'job_name': 'worker', 'task': 1},
      '--task 1 is out of range: the cluster has 1 worker task(s), indices 0 to 0'),
@@ -175,6 +180,12 @@ def test_cluster_settings_come_from_tf_config():
                                    'sync_replicas': True, 'replicas_to_aggregate': 2,
                                    'num_clones': 3, 'batch_size': 4})
     assert sync.cluster.is_chief and sync.examples_per_step == 4 * 3 * 2
+    collective = TrainConfig.from_flags({
+        'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 1),
+        'variable_update': 'collective', 'num_clones': 3, 'batch_size': 4,
+        'learning_rate': 0.1, 'learning_rate_scaling': 'linear', 'base_batch_size': 12})
+    assert not collective.cluster.is_chief and collective.examples_per_step == 4 * 3 * 2
+    assert collective.scaled_learning_rate == pytest.approx(0.1 * 24 / 12)
 
 
 def test_flags_are_defined_from_the_configs_once():

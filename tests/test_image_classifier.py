@@ -84,6 +84,7 @@ def test_training_logs_the_plan_progress_and_result(trained):
     train_dir, ((final, log), _, _) = trained
     assert final == 6
     assert log.startswith('Placement:\nvariables  /device:CPU:0\n')
+    assert 'Global batch 32 examples per step; learning rate 0.01' in log.splitlines()
     assert 'clone 1    /device:CPU:1  (scope clone_1/)' in log
     progress = [line for line in log.splitlines() if 'examples/sec' in line]
     assert [line.split(':')[0] for line in progress] == ['step 2', 'step 4', 'step 6']
@@ -102,7 +103,8 @@ def test_training_writes_summaries_and_the_run_record(trained):
                                            max_number_of_steps=10,
                                            train_image_size=32).as_flags()
     assert (record['examples_per_step'], record['num_classes'], record['image_size'],
-            record['num_samples']) == (32, 10, 32, 1437)
+            record['num_samples'], record['learning_rate'], record['warmup_steps']) == (
+        32, 10, 32, 1437, 0.01, 0)
     assert 'clone 1    /device:CPU:1  (scope clone_1/)' in record['placement']
 
 
@@ -225,6 +227,24 @@ def test_checkpoints_of_every_mode_resume_fine_tune_and_evaluate_in_the_others(
     assert any(message.startswith('Fine-tuning from') for message in messages)
     np.testing.assert_array_equal(checkpoint_values(tuned_dir)['LeNet/conv1/weights'],
                                   checkpoint_values(source)['LeNet/conv1/weights'])
+
+
+def test_scaled_and_warmed_up_learning_rate_is_logged_recorded_and_used(digits_dir, tmp_path):
+    flags = dict(num_clones=2, batch_size=16, learning_rate=0.1, learning_rate_scaling='linear',
+                 base_batch_size=64, warmup_epochs=0.1, warmup_learning_rate=0.01,
+                 learning_rate_decay_type='fixed', max_number_of_steps=6)
+    with logged() as messages:
+        train.train(train_config(tmp_path, digits_dir, **flags))
+    # 16 x 2 clones = 32 per step; 0.1 x 32 / 64 = 0.05; 0.1 epoch of 1437 = 5 steps.
+    assert ('Global batch 32 examples per step; learning rate 0.05 (0.1 x 32 / 64), reached '
+            'after a warmup of 5 steps from 0.01') in messages
+    record = json.loads((tmp_path / runs.FILENAME).read_text())
+    assert (record['learning_rate'], record['warmup_steps']) == (0.05, 5)
+    logged_rates = [float(m.split('learning rate = ')[1].split(',')[0])
+                    for m in messages if 'examples/sec' in m]
+    # Logged after steps 2, 4 and 6: the rate of the step that ran, at global step 1, 3, 5.
+    np.testing.assert_allclose(logged_rates, [0.01 + 0.04 * 1 / 5, 0.01 + 0.04 * 3 / 5, 0.05],
+                               rtol=1e-5)
 
 
 def test_a_diverging_loss_stops_with_the_last_good_checkpoint(digits_dir, tmp_path):

@@ -98,3 +98,25 @@ def test_unknown_names_name_the_flag_and_list_the_valid_ones(call, message):
     with pytest.raises(UsageError) as error:
         call()
     assert str(error.value) == message
+
+
+def test_warmup_rises_linearly_then_follows_the_schedule():
+    rates = _rates('exponential', [0, 5, 10, 19, 20, 30], decay_factor=0.5, warmup_steps=10,
+                   warmup_rate=0.02)
+    # 0.02 -> 0.1 over 10 steps, then the staircase at the global step (0.05 from step 10).
+    np.testing.assert_allclose(rates, [0.02, 0.06, 0.05, 0.05, 0.025, 0.0125], rtol=1e-6)
+    np.testing.assert_allclose(_rates('fixed', [0, 2, 4, 100], warmup_steps=4),
+                               [0.0, 0.05, 0.1, 0.1], rtol=1e-6)
+
+
+def test_learning_rate_scaling():
+    assert optimization.scaled_learning_rate('linear', 0.1, 1024, 256) == pytest.approx(0.4)
+    assert optimization.scaled_learning_rate('none', 0.1, 1024, 256) == 0.1
+    with pytest.raises(UsageError, match="unknown --learning_rate_scaling 'sqrt'; valid: "
+                                         'linear, none'):
+        optimization.scaled_learning_rate('sqrt', 0.1, 1024, 256)
+
+
+def test_epochs_to_steps_rounds_up():
+    assert optimization.epochs_to_steps(1437, 1.0, 64) == 23
+    assert optimization.epochs_to_steps(1437, 0.0, 64) == 0
