@@ -45,7 +45,8 @@ def test_a_default_run_prints_the_plan_progress_and_result_only(trained):
         lines[plan_end]]
     rest = lines[plan_end + 1:]
     assert all(OUR_LINE.match(line) for line in rest), stderr
-    assert [line[11:].split(':')[0] for line in rest[:-1]] == ['step 10', 'step 20']
+    assert rest[0][11:] == 'Global batch 64 examples per step; learning rate 0.01'
+    assert [line[11:].split(':')[0] for line in rest[1:-1]] == ['step 10', 'step 20']
     assert rest[-1][11:] == (f'Finished training at global step 20 after 20 steps here; '
                              f'checkpoints in {train_dir}')
 
