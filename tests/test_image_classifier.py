@@ -177,9 +177,10 @@ def test_trainable_scopes_and_moving_averages_through_evaluation(digits_dir, tmp
             restored = sess.run(tf.global_variables('LeNet/fc4/weights')[0])
     np.testing.assert_array_equal(restored, average)
     # The run's decay is evaluation's default; 0 evaluates the variables themselves.
-    averaged = evaluate_run(train_dir, tmp_path / 'averages', max_num_batches=1)
-    raw = evaluate_run(train_dir, tmp_path / 'raw', max_num_batches=1, moving_average_decay=0)
-    assert averaged['num_examples'] == raw['num_examples'] == 100
+    # The whole split: on 100 examples the barely trained models' metrics sometimes tied.
+    averaged = evaluate_run(train_dir, tmp_path / 'averages')
+    raw = evaluate_run(train_dir, tmp_path / 'raw', moving_average_decay=0)
+    assert averaged['num_examples'] == raw['num_examples'] == 360
     assert averaged != raw
 
 
