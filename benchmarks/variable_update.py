@@ -125,19 +125,6 @@ def synthetic_batch(batch_size, image_size):
     return images, labels
 
 
-def classification_loss(network_fn, images, labels):
-    """Builds network_fn on `images` and adds its cross-entropy losses to LOSSES (the
-    auxiliary head's weighted as in training); returns their sum, without regularization."""
-    logits, end_points = network_fn(images)
-    onehot_labels = tf.one_hot(labels, NUM_CLASSES)
-    loss = tf.losses.softmax_cross_entropy(onehot_labels, logits)
-    if 'AuxLogits' in end_points:
-        loss += tf.losses.softmax_cross_entropy(onehot_labels, end_points['AuxLogits'],
-                                                weights=training.AUX_LOGITS_WEIGHT,
-                                                scope='aux_loss')
-    return loss
-
-
 def deployed_step(args, config):
     """deploy()'s train_op for `config`, each clone training on its own synthetic batch."""
     network_fn = network(args)
@@ -146,7 +133,8 @@ def deployed_step(args, config):
     def model_fn():
         with tf.device(next(devices)):
             images, labels = synthetic_batch(args.batch_size, network_fn.default_image_size)
-        classification_loss(network_fn, images, labels)
+        logits, end_points = network_fn(images)
+        training.add_classification_losses(logits, end_points, labels, NUM_CLASSES)
 
     return model_deploy.deploy(config, model_fn, optimizer=optimizer()).train_op
 
@@ -214,7 +202,8 @@ def strategy_step(strategy, args):
     def replica_step():
         images, labels = synthetic_batch(args.batch_size, network_fn.default_image_size)
         made = len(tf.losses.get_regularization_losses())
-        loss = classification_loss(network_fn, images, labels)
+        logits, end_points = network_fn(images)
+        loss = training.add_classification_losses(logits, end_points, labels, NUM_CLASSES)
         regularization = tf.losses.get_regularization_losses()[made:]
         if regularization:
             loss += local_replicas * tf.add_n(regularization)

@@ -296,20 +296,30 @@ def clone_devices(num_clones, clone_on_cpu):
     return [f'/device:CPU:{i}' for i in range(num_clones)], num_clones
 
 
+def add_classification_losses(logits, end_points, labels, num_classes, label_smoothing=0.0):
+    """Adds to tf.GraphKeys.LOSSES the cross-entropy of `logits` [batch, num_classes] against
+    `labels` [batch] (class indices) and, when end_points has 'AuxLogits', the auxiliary
+    head's, weighted AUX_LOGITS_WEIGHT; returns their sum, a scalar."""
+    onehot_labels = tf.one_hot(labels, num_classes)
+    losses = []
+    if 'AuxLogits' in end_points:
+        losses.append(tf.losses.softmax_cross_entropy(
+            onehot_labels, end_points['AuxLogits'], label_smoothing=label_smoothing,
+            weights=AUX_LOGITS_WEIGHT, scope='aux_loss'))
+    losses.append(tf.losses.softmax_cross_entropy(onehot_labels, logits,
+                                                  label_smoothing=label_smoothing))
+    return tf.add_n(losses)
+
+
 def classification_model_fn(network_fn, iterator, inputs_device, num_classes, label_smoothing):
     """model_fn for deploy(): takes the next (images, labels) batch of `iterator` on
-    `inputs_device`, adds the cross-entropy losses (the auxiliary head's weighted
-    AUX_LOGITS_WEIGHT) and slim's activation summaries, and returns the end points."""
+    `inputs_device`, adds the classification losses (add_classification_losses) and slim's
+    activation summaries, and returns the end points."""
     def model_fn():
         with tf.device(inputs_device):
             images, labels = iterator.get_next()
         logits, end_points = network_fn(images)
-        onehot_labels = tf.one_hot(labels, num_classes)
-        if 'AuxLogits' in end_points:
-            tf.losses.softmax_cross_entropy(onehot_labels, end_points['AuxLogits'],
-                                            label_smoothing=label_smoothing,
-                                            weights=AUX_LOGITS_WEIGHT, scope='aux_loss')
-        tf.losses.softmax_cross_entropy(onehot_labels, logits, label_smoothing=label_smoothing)
+        add_classification_losses(logits, end_points, labels, num_classes, label_smoothing)
         for name, tensor in end_points.items():
             tf.summary.histogram(f'activations/{name}', tensor)
             tf.summary.scalar(f'sparsity/{name}', tf.nn.zero_fraction(tensor))
