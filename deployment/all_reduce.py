@@ -25,6 +25,11 @@ def _next_key(kind):
     return next(counters[kind])
 
 
+def next_instance_key():
+    """A new instance key of the default graph, for a collective of its own."""
+    return _next_key('instance')
+
+
 @dataclasses.dataclass(frozen=True)
 class Group:
     """Members of a collective: `size` devices in all, of which this process builds
@@ -75,6 +80,14 @@ def _split(packed, like):
     return [tf.reshape(part, t.shape) for part, t in zip(parts, like)]
 
 
+def sum_on_member(tensor, group, instance_key):
+    """The sum of `tensor` over every member of `group`, on the current device (a member's),
+    matched to the other members' collectives by `instance_key`."""
+    return collective_ops.all_reduce(tensor, group.size, group.key, instance_key,
+                                     merge_op='Add', final_op='Id',
+                                     timeout=group.timeout_secs)
+
+
 def all_reduce_sums(member_tensors, group, pack_bytes, scale=None):
     """Sums tensors over every member of `group`.
 
@@ -89,7 +102,7 @@ def all_reduce_sums(member_tensors, group, pack_bytes, scale=None):
     first = member_tensors[0]
     packs = [[len(first) - 1 - i for i in pack]
              for pack in pack_plan(first[::-1], pack_bytes)]
-    instance_keys = [_next_key('instance') for _ in packs]
+    instance_keys = [next_instance_key() for _ in packs]
     results = []
     for device, tensors in zip(group.local_devices, member_tensors):
         sums = [None] * len(tensors)
@@ -98,9 +111,7 @@ def all_reduce_sums(member_tensors, group, pack_bytes, scale=None):
             for pack, instance_key in zip(packs, instance_keys):
                 with tf.control_dependencies([previous] if previous is not None else []):
                     packed = tf.identity(_concat([tensors[i] for i in pack]))
-                previous = collective_ops.all_reduce(
-                    packed, group.size, group.key, instance_key, merge_op='Add',
-                    final_op='Id', timeout=group.timeout_secs)
+                previous = sum_on_member(packed, group, instance_key)
                 summed = previous if scale is None else previous * scale
                 for i, value in zip(pack, _split(summed, [tensors[i] for i in pack])):
                     sums[i] = value
@@ -117,7 +128,7 @@ def broadcast(member_variables, group, pack_bytes):
     """
     first = member_variables[0]
     packs = pack_plan(first, pack_bytes)
-    instance_keys = [_next_key('instance') for _ in packs]
+    instance_keys = [next_instance_key() for _ in packs]
     assigns = []
     for rank, (device, variables) in enumerate(zip(group.local_devices, member_variables)):
         with tf.device(device):

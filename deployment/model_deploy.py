@@ -35,7 +35,7 @@ from typing import Callable
 
 import tensorflow.compat.v1 as tf
 
-from deployment import all_reduce, replicas
+from deployment import accumulation, all_reduce, replicas, sync_batch_norm
 from deployment.registry import Registry
 
 __all__ = [
@@ -232,6 +232,10 @@ class DeploymentConfig:
       is_chief: whether this worker is the chief, whose variables 'collective' mode
         broadcasts at start-up; None: replica_id == 0 (False for worker 0 of a cluster
         whose chief has a job of its own, as TF_CONFIG's 'chief').
+      sync_batch_norm: every batch norm built by model_fn normalizes training batches
+        with the mean and variance of the global batch, over all clones (and, with
+        'collective', all workers), and its gradient flows through them (see
+        deployment.sync_batch_norm); the clones must sit on distinct devices.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -243,7 +247,8 @@ class DeploymentConfig:
                  clone_devices=None, ps_strategy='round_robin',
                  variable_update='parameter_server',
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
-                 collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS, is_chief=None):
+                 collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS, is_chief=None,
+                 sync_batch_norm=False):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -275,13 +280,17 @@ class DeploymentConfig:
             if len(clone_devices) != num_clones:
                 raise ValueError(f'clone_devices must list one device per clone '
                                  f'(num_clones={num_clones}), got {list(clone_devices)!r}')
-        if variable_update != 'parameter_server' and num_clones > 1:
+        if not isinstance(sync_batch_norm, bool):
+            raise ValueError(f'sync_batch_norm must be True or False, got {sync_batch_norm!r}')
+        if (variable_update != 'parameter_server' or sync_batch_norm) and num_clones > 1:
             devices = clone_devices or ((('/device:CPU:0',) * num_clones) if clone_on_cpu
                                         else ())
             if len(set(devices)) < len(devices):
-                raise ValueError(f'variable_update={variable_update!r} all-reduces between '
-                                 'the clones, which must sit on distinct devices; got '
-                                 f'{list(devices)} (clone_on_cpu puts them all on CPU:0)')
+                setting = ('sync_batch_norm=True' if variable_update == 'parameter_server'
+                           else f'variable_update={variable_update!r}')
+                raise ValueError(f'{setting} all-reduces between the clones, which must sit '
+                                 f'on distinct devices; got {list(devices)} (clone_on_cpu '
+                                 'puts them all on CPU:0)')
         if ps_strategy not in PS_STRATEGIES:
             raise ValueError(f'ps_strategy must be one of {PS_STRATEGIES.names}, '
                              f'got {ps_strategy!r}')
@@ -298,6 +307,7 @@ class DeploymentConfig:
         self._all_reduce_pack_bytes = all_reduce_pack_bytes
         self._collective_timeout_secs = float(collective_timeout_secs)
         self._is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
+        self._sync_batch_norm = sync_batch_norm
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -312,6 +322,7 @@ class DeploymentConfig:
     all_reduce_pack_bytes = property(lambda self: self._all_reduce_pack_bytes)
     collective_timeout_secs = property(lambda self: self._collective_timeout_secs)
     is_chief = property(lambda self: self._is_chief)
+    sync_batch_norm = property(lambda self: self._sync_batch_norm)
 
     @property
     def replicated(self):
@@ -341,7 +352,7 @@ class DeploymentConfig:
                 f'variable_update={self._variable_update!r}, '
                 f'all_reduce_pack_bytes={self._all_reduce_pack_bytes}, '
                 f'collective_timeout_secs={self._collective_timeout_secs}, '
-                f'is_chief={self._is_chief})')
+                f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm})')
 
     def _check_clone_index(self, clone_index):
         if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
@@ -452,16 +463,21 @@ def placement_plan(config, graph=None):
     devices = config._variable_devices()
     strategy = PS_STRATEGIES[config.ps_strategy].plan if config.num_ps_tasks else ''
     rows = [('variables', strategy + ', '.join(devices))]
+    collective = config.variable_update == 'collective'
+    members = (f'{config.num_clones * config.num_replicas} members: {config.num_clones} '
+               f'clones on each of {config.num_replicas} workers' if collective
+               else f'{config.num_clones} members: the clones')
     if config.replicated:
-        workers = (f"every clone of {config.num_replicas} workers, here"
-                   if config.variable_update == 'collective' else 'the clones')
+        workers = (f"every clone of {config.num_replicas} workers, here" if collective
+                   else 'the clones')
         rows = [('variables', f'{config.variable_update}: a copy of the trainable ones on '
                               f'{workers} {", ".join(devices)}; checkpoints hold clone 0\'s'
-                              + (' of the chief' if config.num_replicas > 1 else '')),
-                ('all-reduce', f'{config.num_clones * config.num_replicas} members: '
-                               f'{config.num_clones} clones on each of {config.num_replicas} '
-                               'workers; the chief broadcasts the start values'
-                 if config.num_replicas > 1 else f'{config.num_clones} members: the clones')]
+                              + (' of the chief' if collective else '')),
+                ('all-reduce', members + ('; the chief broadcasts the start values'
+                                          if collective else ''))]
+    if config.sync_batch_norm:
+        rows.append(('batch norm', 'synchronized: the moments of the global batch, '
+                                   f'all-reduced over {members}'))
     rows += [('inputs', config.inputs_device()),
              ('optimizer', config.optimizer_device())]
     for i in range(config.num_clones):
@@ -509,7 +525,8 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     exist: largest first onto the PS task holding the fewest bytes (variables already on
     the tasks count), with the ops colocated with them. When replicated, clone 0 makes the
     variables on its device and each other clone a copy of the trainable ones on its own
-    (see deployment.replicas).
+    (see deployment.replicas). With sync_batch_norm, the batch norms of the clones
+    normalize together (see deployment.sync_batch_norm).
     """
     _require_graph_mode('create_clones')
     args = args or []
@@ -523,14 +540,18 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     else:
         variables = strategy.variables_device(config._variable_devices())
     place = _clone_placement(config, variables)
-    copies = _replicas(config) if config.replicated else None
+    group = _clones_group(config)
+    copies = _replicas(config, group) if config.replicated else None
+    batch_norms = (sync_batch_norm.SyncBatchNorm(group)
+                   if config.sync_batch_norm and group.size > 1 else None)
     trainable_before = tf.trainable_variables()
     clones = []
     for i in range(config.num_clones):
         with tf.name_scope(config.clone_scope(i)) as clone_scope:
             clone_device = config.clone_device(i)
             with tf.device(clone_device), tf.device(place):
-                with _clone_variable_scope(i, copies):
+                with _clone_variable_scope(i, copies), (
+                        batch_norms.building(i) if batch_norms else contextlib.nullcontext()):
                     outputs = model_fn(*args, **kwargs)
             clones.append(Clone(outputs, clone_scope, clone_device))
     if deferred:
@@ -541,13 +562,18 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     return clones
 
 
-def _replicas(config):
-    """The Replicas of a replicated config: its clones, and the all-reduce group of every
-    clone of every worker."""
-    group = all_reduce.Group(
-        size=config.num_clones * config.num_replicas,
+def _clones_group(config):
+    """The all-reduce group of the clones that train together: this worker's, and with
+    'collective' every worker's."""
+    workers = config.num_replicas if config.variable_update == 'collective' else 1
+    return all_reduce.Group(
+        size=config.num_clones * workers,
         local_devices=tuple(config.clone_device(i) for i in range(config.num_clones)),
         has_source=config.is_chief, timeout_secs=config.collective_timeout_secs)
+
+
+def _replicas(config, group):
+    """The Replicas of a replicated config: its clones, all-reducing over `group`."""
     return replicas.Replicas([config.clone_scope(i) for i in range(config.num_clones)], group,
                              config.all_reduce_pack_bytes, config.num_replicas)
 
@@ -627,7 +653,8 @@ def _sum_clones_gradients(clone_grads):
     return sum_grads
 
 
-def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
+def optimize_clones(clones, optimizer, regularization_losses=None,
+                    gradient_accumulation_steps=1, **kwargs):
     """Computes the total loss and the gradients summed over clones.
 
     Args:
@@ -635,6 +662,9 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
       optimizer: a tf.compat.v1.train.Optimizer.
       regularization_losses: added once, to the first clone; None means the graph's
         REGULARIZATION_LOSSES collection.
+      gradient_accumulation_steps: K, the micro-batches (runs) per update: the gradients
+        are those of total_loss / K, to be summed over K runs before they are applied
+        (accumulation.apply_every; deploy() does it).
       **kwargs: passed to optimizer.compute_gradients.
     Returns:
       (total_loss, [(gradient, variable)]); total_loss is a scalar named 'total_loss'.
@@ -643,6 +673,7 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
       variables.
     """
     _require_graph_mode('optimize_clones')
+    _check_int('gradient_accumulation_steps', gradient_accumulation_steps, minimum=1)
     losses = _gather_clones_losses(clones, regularization_losses)
     copies = replicas.of(clones)
     var_lists = (copies.var_lists(kwargs.pop('var_list', None)) if copies
@@ -653,6 +684,9 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
             clones_grads.append(None)
             continue
         with tf.name_scope(clone.scope), tf.device(clone.device):
+            if gradient_accumulation_steps > 1:
+                loss = tf.math.divide(loss, float(gradient_accumulation_steps),
+                                      name='micro_batch_loss')
             clones_grads.append(optimizer.compute_gradients(loss, var_list=var_list, **kwargs))
     if all(grads is None for grads in clones_grads):
         raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
@@ -675,7 +709,7 @@ def _add_gradients_summaries(grads_and_vars):
 
 
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
-           summarize_gradients=False, var_list=None):
+           summarize_gradients=False, var_list=None, gradient_accumulation_steps=1):
     """Builds the clones and, with an optimizer, the training step; returns DeployedModel.
 
     train_op runs the summed-gradient update (creating the global step on the variables
@@ -686,6 +720,14 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     var_list: the variables to train: None for all trainable ones, a list, or a function
     returning the list, called once the clones have created the variables.
 
+    gradient_accumulation_steps: K, the micro-batches per update. With K > 1 each run of
+    train_op takes one micro-batch (model_fn's inputs give the next) and returns its loss;
+    every K-th run applies the mean gradient of the last K (see deployment.accumulation),
+    so the global step counts updates. The first clone's UPDATE_OPS (batch-norm moving
+    averages) run every run, as they would over K steps. With a
+    tf.train.SyncReplicasOptimizer, which aggregates gradients itself, ask it for K times
+    more instead.
+
     When replicated, var_list, summarize_gradients and the batch-norm updates concern clone
     0's variables (the canonical ones; its update ops update the moving statistics all
     clones share) and its all-reduced gradients. With several workers ('collective'), the
@@ -694,6 +736,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     when deploy returns) to every worker and sets every copy from them.
     """
     _require_graph_mode('deploy')
+    _check_int('gradient_accumulation_steps', gradient_accumulation_steps, minimum=1)
+    if gradient_accumulation_steps > 1 and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+        raise ValueError('gradient_accumulation_steps with a SyncReplicasOptimizer: it '
+                         'aggregates gradients itself; give it replicas_to_aggregate x '
+                         f'{gradient_accumulation_steps} instead')
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
     clones = create_clones(config, model_fn, args, kwargs)
     copies = replicas.of(clones)
@@ -707,13 +754,21 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                 global_step = tf.train.get_or_create_global_step()
             if callable(var_list):
                 var_list = var_list()
-            total_loss, clones_gradients = optimize_clones(clones, optimizer, var_list=var_list)
+            total_loss, clones_gradients = optimize_clones(
+                clones, optimizer, var_list=var_list,
+                gradient_accumulation_steps=gradient_accumulation_steps)
             if summarize_gradients:
                 summaries.update(_add_gradients_summaries(
                     [(g, v) for g, v in clones_gradients if not copies or copies.is_canonical(v)]))
+
+            def apply(grads_and_vars):
+                return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+
+            # Outside accumulation's tf.cond: its slots are made in the graph, not the branch.
             with copies.copying_slots() if copies else contextlib.nullcontext():
-                grad_updates = optimizer.apply_gradients(clones_gradients,
-                                                         global_step=global_step)
+                grad_updates = (apply(clones_gradients) if gradient_accumulation_steps == 1
+                                else accumulation.apply_every(gradient_accumulation_steps,
+                                                              clones_gradients, apply))
             with tf.control_dependencies([grad_updates, *update_ops]):
                 train_op = tf.identity(total_loss, name='train_op')
         else:

@@ -352,7 +352,7 @@ def test_serve_returns_on_a_signal(signum):
     try:
         wait_until_listening(process, ps_port)
         process.send_signal(signum)
-        out, err = process.communicate(timeout=10)
+        out, err = process.communicate(timeout=30)
     finally:
         process.kill()
         process.wait()
