@@ -476,8 +476,13 @@ def placement_plan(config, graph=None):
                 ('all-reduce', members + ('; the chief broadcasts the start values'
                                           if collective else ''))]
     if config.sync_batch_norm:
+        counted = ''
+        if graph is not None:
+            count = sum(op.device == devices[0] and sync_batch_norm.is_forward_reduce(op)
+                        for op in graph.get_operations())
+            counted = f' ({count} batch norm{"" if count == 1 else "s"})'
         rows.append(('batch norm', 'synchronized: the moments of the global batch, '
-                                   f'all-reduced over {members}'))
+                                   f'all-reduced over {members}{counted}'))
     rows += [('inputs', config.inputs_device()),
              ('optimizer', config.optimizer_device())]
     for i in range(config.num_clones):

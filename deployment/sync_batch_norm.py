@@ -24,6 +24,7 @@ from deployment import all_reduce
 _ORIGINAL = {'fused_batch_norm': nn_impl.fused_batch_norm, 'moments': nn_impl.moments}
 _MIN_EPSILON = 1.001e-5  # The fused kernel's smallest epsilon, which it enforces.
 # Reduced axes of fused batch norm per data format: all but the channels'.
+_SCOPE = 'sync_moments'  # Name scope of the forward all-reduce (and its inputs).
 _FUSED_AXES = {'NHWC': [0, 1, 2], 'NCHW': [0, 2, 3], 'NDHWC': [0, 1, 2, 3],
                'NCDHW': [0, 2, 3, 4]}
 
@@ -81,7 +82,7 @@ class SyncBatchNorm:
                     return all_reduce.sum_on_member(upstream, group, backward_key)
             return all_reduce.sum_on_member(local, group, forward_key), grad
 
-        with tf.device(device), tf.name_scope('sync_moments'):
+        with tf.device(device), tf.name_scope(_SCOPE):
             x = tf.cast(x, tf.float32)
             sums = tf.reduce_sum(x, axes)
             channels = tf.size(sums)
@@ -136,6 +137,12 @@ class SyncBatchNorm:
                 batch_mean = (1.0 - blend) * mean + blend * batch_mean
                 batch_variance = (1.0 - blend) * variance + blend * batch_variance
             return y, batch_mean, batch_variance
+
+
+def is_forward_reduce(op):
+    """Whether `op` is the all-reduce of a synchronized batch norm's moments (not of their
+    gradients): one per batch norm and clone."""
+    return op.type == 'CollectiveReduce' and op.name.endswith(f'{_SCOPE}/CollectiveReduce')
 
 
 @contextlib.contextmanager

@@ -52,8 +52,10 @@ class MonitorHook(tf.train.SessionRunHook):
     NonFiniteLossError when the loss is NaN or Inf; it must run before the checkpoint hook
     so that step is never saved.
 
-    examples_per_step: examples one global step stands for (batch_size x num_clones, x
-    replicas_to_aggregate when sync), so examples/sec counts every worker's work.
+    examples_per_step: examples one global step stands for (batch_size x num_clones x
+    micro-batches, x replicas_to_aggregate when sync), so examples/sec counts every
+    worker's work. runs_per_step: runs of train_tensor per step here (the micro-batches of
+    gradient accumulation): logging and sec/step count steps of that many runs.
 
     alone_from: for the chief of asynchronous workers that stop at this global step (None:
     not so). Once it is reached, the chief waits until the other workers' last updates have
@@ -62,7 +64,7 @@ class MonitorHook(tf.train.SessionRunHook):
     """
 
     def __init__(self, train_tensor, learning_rate, examples_per_step, every_n_steps,
-                 summary_dir=None, last_step=None, alone_from=None):
+                 summary_dir=None, last_step=None, alone_from=None, runs_per_step=1):
         self._train_tensor = train_tensor
         self._last_step = last_step
         self._alone_from = alone_from
@@ -70,6 +72,7 @@ class MonitorHook(tf.train.SessionRunHook):
         self._examples_per_step = examples_per_step
         self._every_n_steps = every_n_steps
         self._summary_dir = summary_dir
+        self._runs_per_step = runs_per_step
 
     def begin(self):
         self._global_step = tf.train.get_global_step()
@@ -79,6 +82,7 @@ class MonitorHook(tf.train.SessionRunHook):
                          'global_step': step_after_update}
         self.global_step = None  # The last global step seen, None before the first run.
         self.local_steps = 0  # Steps this process ran.
+        self._runs = 0  # Runs of train_tensor this process made.
         self._last_time = None
         self._last_global_step = None
         self._started = None  # Time of the first step's end.
@@ -93,8 +97,8 @@ class MonitorHook(tf.train.SessionRunHook):
 
     def _wait_for_others(self, session):
         """Waits until the global step has stood still for the quiet time; returns it."""
-        step_secs = ((time.time() - self._started) / (self.local_steps - 1)
-                     if self.local_steps > 1 else 0)
+        step_secs = ((time.time() - self._started) * self._runs_per_step / (self._runs - 1)
+                     if self._runs > 1 else 0)
         quiet_secs = max(QUIET_MIN_SECS, QUIET_STEP_TIMES * step_secs)
         step, still_since = session.run(self._global_step), time.monotonic()
         while time.monotonic() - still_since < quiet_secs:
@@ -118,21 +122,22 @@ class MonitorHook(tf.train.SessionRunHook):
             raise NonFiniteLossError(
                 f'loss is {loss} at global step {step}: training stopped; the checkpoints '
                 'already in train_dir are kept (try a lower --learning_rate)')
-        self.local_steps += 1
+        self._runs += 1
+        self.local_steps = self._runs // self._runs_per_step
         now = time.time()
         if self._alone_from is not None and step >= self._alone_from and not self._alone:
             step = self.global_step = self._wait_for_others(run_context.session)
         if self._last_step is not None and step >= self._last_step:
             run_context.request_stop()
         if self._last_time is None:  # The first step includes start-up: measure from it.
-            self._last_time, self._last_global_step, self._last_local_steps = now, step, 1
+            self._last_time, self._last_global_step, self._last_runs = now, step, 1
             self._started = now
             return
-        if self.local_steps % self._every_n_steps:
+        if self._runs % (self._every_n_steps * self._runs_per_step):
             return
         elapsed = now - self._last_time
         examples_per_sec = (step - self._last_global_step) * self._examples_per_step / elapsed
-        sec_per_step = elapsed / (self.local_steps - self._last_local_steps)
+        sec_per_step = elapsed * self._runs_per_step / (self._runs - self._last_runs)
         logging.info('step %d: loss = %.4f, learning rate = %.6g, %.1f examples/sec, '
                      '%.3f sec/step', step, loss, values['learning_rate'],
                      examples_per_sec, sec_per_step)
@@ -141,8 +146,7 @@ class MonitorHook(tf.train.SessionRunHook):
                 tf.Summary.Value(tag='throughput/examples_per_sec', simple_value=examples_per_sec),
                 tf.Summary.Value(tag='throughput/sec_per_step', simple_value=sec_per_step)])
             tf.summary.FileWriterCache.get(self._summary_dir).add_summary(summary, step)
-        self._last_time, self._last_global_step = now, step
-        self._last_local_steps = self.local_steps
+        self._last_time, self._last_global_step, self._last_runs = now, step, self._runs
 
 
 def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=None, hooks=(),
@@ -237,7 +241,10 @@ class SyncReplicasHook(tf.train.SessionRunHook):
             return
         init_tokens_op = optimizer.get_init_tokens_op()
         self._init_ops = [optimizer.chief_init_op, init_tokens_op]
-        self._release_op = optimizer.get_init_tokens_op(self._num_replicas)
+        # One token per worker releases them; the optimizer refuses fewer than it
+        # aggregates beyond one gradient per worker.
+        self._release_op = optimizer.get_init_tokens_op(
+            max(self._num_replicas, self._replicas_to_aggregate))
         self._aggregate_op = optimizer.get_chief_queue_runner().enqueue_ops[0]
         # How many tokens each enqueue_many op queues, as the optimizer built them.
         self._init_tokens = _tokens_enqueued(init_tokens_op)

@@ -150,6 +150,9 @@ class OptimizationConfig:
                                         '--warmup_learning_rate to the scaled rate, before '
                                         'the decay schedule; 0: none.')
     warmup_learning_rate: float = setting(0.0, 'Learning rate at the start of the warmup.')
+    gradient_accumulation_steps: int = setting(
+        1, 'Micro-batches per update: each clone accumulates the gradients of this many '
+           'batches before one update, which the global step counts.')
     learning_rate_decay_type: str = setting(
         'exponential', 'Learning-rate schedule: ' +
         ', '.join(optimization.LEARNING_RATE_DECAY_TYPES))
@@ -170,6 +173,7 @@ class OptimizationConfig:
         optimization.LEARNING_RATE_DECAY_TYPES.check(self.learning_rate_decay_type)
         optimization.LEARNING_RATE_SCALINGS.check(self.learning_rate_scaling)
         _check_int('base_batch_size', self.base_batch_size, 1)
+        _check_int('gradient_accumulation_steps', self.gradient_accumulation_steps, 1)
         for flag in ('learning_rate', 'end_learning_rate', 'weight_decay', 'warmup_epochs',
                      'warmup_learning_rate'):
             _check_number(flag, getattr(self, flag))
@@ -219,6 +223,10 @@ class ClusterConfig:
     collective_timeout_secs: float = setting(
         model_deploy.COLLECTIVE_TIMEOUT_SECS, 'Seconds a collective all-reduce waits for '
         'the other workers before the run fails naming them (0: forever).')
+    sync_batch_norm: bool = setting(
+        False, "Batch norm normalizes with the mean and variance of the global batch (every "
+               "clone's, and with --variable_update=collective every worker's) instead of "
+               "each clone's own.")
     tf_config: str | None = dataclasses.field(default=None, metadata={'flag': False})
     cluster_task: cluster.ClusterTask | None = dataclasses.field(
         default=None, init=False, compare=False, repr=False)
@@ -373,11 +381,12 @@ class TrainConfig(_RunConfig):
     def __post_init__(self):
         _check_int('train_image_size', self.model.image_size, 1, none_ok=True)
         run = self.cluster
-        if (run.variable_update != 'parameter_server' and self.devices.clone_on_cpu and
-                self.devices.num_clones > 1):
-            raise UsageError(f'--variable_update={run.variable_update} all-reduces between '
-                             'clones on distinct devices, but --clone_on_cpu puts all '
-                             f'{self.devices.num_clones} on CPU:0')
+        if ((run.variable_update != 'parameter_server' or run.sync_batch_norm) and
+                self.devices.clone_on_cpu and self.devices.num_clones > 1):
+            flag = ('--sync_batch_norm' if run.variable_update == 'parameter_server'
+                    else f'--variable_update={run.variable_update}')
+            raise UsageError(f'{flag} all-reduces between clones on distinct devices, but '
+                             f'--clone_on_cpu puts all {self.devices.num_clones} on CPU:0')
         if run.cluster_task and self.devices.master:
             raise UsageError(f'--master={self.devices.master!r} and a cluster (TF_CONFIG or '
                              '--worker_hosts) are exclusive: each task of a cluster trains '
@@ -389,12 +398,14 @@ class TrainConfig(_RunConfig):
 
     @property
     def examples_per_step(self):
-        """Examples one global step consumes: batch_size x num_clones, x
-        replicas_to_aggregate with synchronous replicas, x worker_replicas when collective."""
+        """Examples one global step (an update) consumes: batch_size x num_clones x
+        gradient_accumulation_steps, x replicas_to_aggregate with synchronous replicas, x
+        worker_replicas when collective."""
         run = self.cluster
         replicas = (run.replicas_to_aggregate if run.sync_replicas else
                     run.worker_replicas if run.variable_update == 'collective' else 1)
-        return self.data.batch_size * self.devices.num_clones * replicas
+        return (self.data.batch_size * self.devices.num_clones *
+                self.optimization.gradient_accumulation_steps * replicas)
 
     @property
     def scaled_learning_rate(self):

@@ -41,13 +41,16 @@ def train(config):
     if last_step and run.worker_replicas > 1 and not run.sync_replicas and not collective:
         alone_from = last_step - (run.worker_replicas - 1)
     master, session_config = parts.session_target(config.devices, num_cpu_devices, run)
+    micro_batches = config.optimization.gradient_accumulation_steps
 
     warmup_steps = optimization.epochs_to_steps(
         model.split.num_samples, config.optimization.warmup_epochs, config.examples_per_step)
     with tf.Graph().as_default():
         graph = _build(config, model, deployment, warmup_steps)
         logging.info('Placement:\n%s', graph.plan)
-        logging.info('Global batch %d examples per step; %s', config.examples_per_step,
+        logging.info('Global batch %d examples per step%s; %s', config.examples_per_step,
+                     f', in {config.optimization.gradient_accumulation_steps} micro-batches'
+                     if config.optimization.gradient_accumulation_steps > 1 else '',
                      _learning_rate_story(config, warmup_steps))
         if run.is_chief:
             init_fn = _init_fn(config)
@@ -58,15 +61,17 @@ def train(config):
                        num_samples=model.split.num_samples)
             monitor = training.MonitorHook(
                 graph.train_tensor, graph.learning_rate, config.examples_per_step,
-                config.schedule.log_every_n_steps, config.train_dir, last_step, alone_from)
+                config.schedule.log_every_n_steps, config.train_dir, last_step, alone_from,
+                runs_per_step=micro_batches)
         else:
             init_fn = None
             monitor = training.MonitorHook(
                 graph.train_tensor, graph.learning_rate, config.examples_per_step,
                 config.schedule.log_every_n_steps,
-                last_step=last_step if alone_from is None else alone_from)
+                last_step=last_step if alone_from is None else alone_from,
+                runs_per_step=micro_batches)
         hooks = ([training.SyncReplicasHook(graph.optimizer, run.is_chief, run.worker_replicas,
-                                            run.replicas_to_aggregate)]
+                                            run.replicas_to_aggregate * micro_batches)]
                  if run.sync_replicas else [])
         try:
             final_step = training.train(
@@ -112,10 +117,12 @@ def _build(config, model, deployment, warmup_steps):
             warmup_steps, optimizing.warmup_learning_rate)
         optimizer = optimization.optimizer(optimizing.optimizer, learning_rate,
                                            optimizing.params)
-        if run.sync_replicas:
+        micro_batches = optimizing.gradient_accumulation_steps
+        if run.sync_replicas:  # It accumulates: every micro-batch of every replica is pushed.
             optimizer = tf.train.SyncReplicasOptimizer(
-                optimizer, replicas_to_aggregate=run.replicas_to_aggregate,
+                optimizer, replicas_to_aggregate=run.replicas_to_aggregate * micro_batches,
                 total_num_replicas=run.worker_replicas)
+            micro_batches = 1
 
     def var_list():
         variables = checkpoints.variables_to_train(config.fine_tuning.trainable_scopes)
@@ -129,7 +136,7 @@ def _build(config, model, deployment, warmup_steps):
         model.network_fn, iterator, deployment.inputs_device(), model.num_classes,
         optimizing.label_smoothing)
     deployed = model_deploy.deploy(deployment, model_fn, optimizer=optimizer,
-                                   var_list=var_list)
+                                   var_list=var_list, gradient_accumulation_steps=micro_batches)
     plan = model_deploy.placement_plan(deployment, tf.get_default_graph())
     train_tensor = deployed.train_op
     with tf.device(deployment.optimizer_device()):

@@ -109,6 +109,32 @@ def test_sync_workers_end_cleanly_and_count_dropped_gradients(digits_dir, tmp_pa
     assert_variables_on_ps(tmp_path)
 
 
+def test_sync_workers_accumulate_micro_batches_as_more_gradients(digits_dir, tmp_path):
+    code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas',
+                                  args=train_args(tmp_path, digits_dir, 6,
+                                                  '--replicas_to_aggregate=2',
+                                                  '--gradient_accumulation_steps=3'))
+    assert code == 0, output[-3000:]
+    assert 'Global batch 96 examples per step, in 3 micro-batches' in output
+    (sync,) = [line for line in task_lines(output, 'worker:0') if 'Sync replicas' in line]
+    assert 'Sync replicas: 6 updates applied 36 gradients;' in sync
+    assert checkpoint_step(tmp_path) == 6
+
+
+def test_collective_workers_synchronize_batch_norm_and_accumulate(digits_dir, tmp_path):
+    code, output = launch_cluster(
+        '--num_ps_tasks=0', '--worker_replicas=2',
+        args=train_args(tmp_path, digits_dir, 3, '--variable_update=collective',
+                        '--model_name=mobilenet_v1', '--train_image_size=32', '--batch_size=4',
+                        '--sync_batch_norm', '--gradient_accumulation_steps=2'))
+    assert code == 0, output[-3000:]
+    assert ('batch norm   synchronized: the moments of the global batch, all-reduced over 2 '
+            'members: 1 clones on each of 2 workers (27 batch norms)') in output
+    assert steps_run(task_lines(output, 'worker:0')) == (3, 3)
+    assert steps_run(task_lines(output, 'worker:1')) == (3, 3)
+    assert checkpoint_step(tmp_path) == 3
+
+
 class Cluster:
     """ps + worker processes of train_image_classifier.py started directly (no launcher),
     so that a test can kill and restart one; each task's output goes to a log file."""

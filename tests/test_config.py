@@ -89,6 +89,11 @@ def tf_config(jobs, task_type, index):
     ({'variable_update': 'replicated', 'clone_on_cpu': True},
      '--variable_update=replicated all-reduces between clones on distinct devices, but '
      '--clone_on_cpu puts all 2 on CPU:0'),
+    ({'sync_batch_norm': True, 'clone_on_cpu': True},
+     '--sync_batch_norm all-reduces between clones on distinct devices, but --clone_on_cpu '
+     'puts all 2 on CPU:0'),
+    ({'gradient_accumulation_steps': 0},
+     '--gradient_accumulation_steps must be an integer >= 1, got 0'),
     ({'all_reduce_pack_bytes': -1}, '--all_reduce_pack_bytes must be an integer >= 0, got -1'),
     ({'learning_rate_scaling': 'sqrt'},
      "unknown --learning_rate_scaling 'sqrt'; valid: linear, none"),
@@ -180,6 +185,11 @@ def test_cluster_settings_come_from_tf_config():
                                    'sync_replicas': True, 'replicas_to_aggregate': 2,
                                    'num_clones': 3, 'batch_size': 4})
     assert sync.cluster.is_chief and sync.examples_per_step == 4 * 3 * 2
+    accumulated = TrainConfig.from_flags({'tf_config': tf_config(TWO_WORKERS, 'worker', 0),
+                                          'sync_replicas': True, 'replicas_to_aggregate': 2,
+                                          'num_clones': 3, 'batch_size': 4,
+                                          'gradient_accumulation_steps': 5})
+    assert accumulated.examples_per_step == 4 * 3 * 5 * 2
     collective = TrainConfig.from_flags({
         'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 1),
         'variable_update': 'collective', 'num_clones': 3, 'batch_size': 4,

@@ -248,6 +248,30 @@ def test_scaled_and_warmed_up_learning_rate_is_logged_recorded_and_used(digits_d
                                rtol=1e-5)
 
 
+def test_accumulated_micro_batches_count_as_one_step(digits_dir, tmp_path):
+    flags = dict(num_clones=2, batch_size=16, gradient_accumulation_steps=3,
+                 max_number_of_steps=4, log_every_n_steps=2)
+    with logged() as messages:
+        final = train.train(train_config(tmp_path, digits_dir, **flags))
+    assert final == 4 and checkpoint_step(tmp_path) == 4
+    assert ('Global batch 96 examples per step, in 3 micro-batches; learning rate 0.01'
+            in messages)
+    assert [m.split(':')[0] for m in messages if 'examples/sec' in m] == ['step 2', 'step 4']
+    assert messages[-1].startswith('Finished training at global step 4 after 4 steps here')
+    assert json.loads((tmp_path / runs.FILENAME).read_text())['examples_per_step'] == 96
+
+
+@pytest.mark.slow
+def test_synchronized_batch_norm_trains_a_net_with_batch_norm(digits_dir, tmp_path):
+    with logged() as messages:
+        final = train.train(train_config(tmp_path, digits_dir, model_name='mobilenet_v1',
+                                         train_image_size=32, batch_size=4,
+                                         max_number_of_steps=2, sync_batch_norm=True))
+    assert final == 2
+    assert ('batch norm  synchronized: the moments of the global batch, all-reduced over 2 '
+            'members: the clones (27 batch norms)') in messages[0]
+
+
 def test_a_diverging_loss_stops_with_the_last_good_checkpoint(digits_dir, tmp_path):
     flags = dict(batch_size=16, optimizer='sgd', learning_rate_decay_type='fixed',
                  num_clones=1)

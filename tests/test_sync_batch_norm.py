@@ -198,3 +198,14 @@ def test_placement_plan_says_batch_norm_is_synchronized():
     assert ('batch norm  synchronized: the moments of the global batch, all-reduced over '
             '2 members: the clones') in placement_plan(config)
     assert 'batch norm' not in placement_plan(DeploymentConfig(num_clones=2))
+
+
+def test_placement_plan_counts_the_synchronized_batch_norms_of_a_graph():
+    with tf.Graph().as_default():
+        images, targets = _data()
+        config = DeploymentConfig(num_clones=2, clone_devices=DEVICES, sync_batch_norm=True)
+        clones = create_clones(config, _model_fn(_slim, tf.constant(images),
+                                                 tf.constant(targets), 2))
+        optimize_clones(clones, tf.train.GradientDescentOptimizer(0.1))
+        assert ('all-reduced over 2 members: the clones (1 batch norm)\n' in
+                placement_plan(config, tf.get_default_graph()))
