@@ -769,7 +769,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             def apply(grads_and_vars):
                 return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
-            # Outside accumulation's tf.cond: its slots are made in the graph, not the branch.
+            # Around apply_every's tf.cond: optimizers make their slots outside the branch
+            # (under tf.init_scope), where this variable scope applies.
             with copies.copying_slots() if copies else contextlib.nullcontext():
                 grad_updates = (apply(clones_gradients) if gradient_accumulation_steps == 1
                                 else accumulation.apply_every(gradient_accumulation_steps,

@@ -11,7 +11,9 @@ batch normalization are thus synchronized without any change to the model; momen
 other axes (layer and instance norm) are left alone.
 
 The k-th synchronized call of each clone all-reduces with the k-th of the others: every
-clone must make the same calls in the same order, as calls of one model_fn do.
+clone must make the same calls in the same order, as calls of one model_fn do. Each call's
+backward all-reduce has its key too, so each clone's gradients are built once (as
+optimize_clones does); every member's all-reduces must run in the same session.run.
 """
 import contextlib
 import sys
