@@ -3,7 +3,7 @@ from setuptools import find_packages, setup
 
 # Top-level scripts, each also installed as a console command of the same name.
 ENTRY_SCRIPTS = ['train_image_classifier', 'eval_image_classifier', 'export_inference_graph',
-                 'download_and_convert_data']
+                 'download_and_convert_data', 'check_equivalence']
 # Installed with all their subpackages; tests/, benchmarks/, examples/, ... are not.
 PACKAGES = ['deployment', 'nets', 'datasets', 'preprocessing', 'image_classifier']
 
