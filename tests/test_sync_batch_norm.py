@@ -63,6 +63,22 @@ def _model_fn(batch_norm, images, targets, num_clones):
     return model_fn
 
 
+def _clones(batch_norm, num_clones=2):
+    """(config, clones) of the model with `batch_norm` as `num_clones` synchronized clones,
+    built in the default graph on the constant data."""
+    images, targets = _data()
+    config = DeploymentConfig(num_clones=num_clones, clone_devices=DEVICES[:num_clones],
+                              sync_batch_norm=True)
+    return config, create_clones(config, _model_fn(batch_norm, tf.constant(images),
+                                                   tf.constant(targets), num_clones))
+
+
+def _reduces():
+    """The CollectiveReduce ops of the default graph."""
+    return [op for op in tf.get_default_graph().get_operations()
+            if op.type == 'CollectiveReduce']
+
+
 def _run(batch_norm, num_clones, sync_batch_norm, variable_update='parameter_server',
          clone_batches=None):
     """One SGD step of the model as `num_clones` clones on distinct CPU devices, fed
@@ -135,26 +151,17 @@ def test_moments_over_other_axes_are_left_alone():
     per_example = _run(layer_norm, 2, sync_batch_norm=True)
     np.testing.assert_allclose(per_example['outputs'], whole['outputs'], atol=1e-5)
     with tf.Graph().as_default():
-        images, targets = _data()
-        config = DeploymentConfig(num_clones=2, clone_devices=DEVICES, sync_batch_norm=True)
-        create_clones(config, _model_fn(layer_norm, tf.constant(images), tf.constant(targets),
-                                        2))
-        ops = tf.get_default_graph().get_operations()
-        assert not [op for op in ops if op.type == 'CollectiveReduce']
+        _clones(layer_norm)
+        assert not _reduces()
 
 
 def test_each_batch_norm_all_reduces_once_forward_and_once_backward():
     with tf.Graph().as_default():
-        images, targets = _data()
-        config = DeploymentConfig(num_clones=2, clone_devices=DEVICES, sync_batch_norm=True)
-        clones = create_clones(config, _model_fn(_slim, tf.constant(images),
-                                                 tf.constant(targets), 2))
-        reduces = lambda: [op for op in tf.get_default_graph().get_operations()  # noqa: E731
-                           if op.type == 'CollectiveReduce']
-        assert sorted(op.device for op in reduces()) == DEVICES
+        _, clones = _clones(_slim)
+        assert sorted(op.device for op in _reduces()) == DEVICES
         optimize_clones(clones, tf.train.GradientDescentOptimizer(0.1))
-        assert sorted(op.device for op in reduces()) == sorted(DEVICES * 2)
-        assert all(op.get_attr('T') == tf.float32 for op in reduces())
+        assert sorted(op.device for op in _reduces()) == sorted(DEVICES * 2)
+        assert all(op.get_attr('T') == tf.float32 for op in _reduces())
 
 
 def test_clones_that_build_different_batch_norms_are_refused():
@@ -175,11 +182,8 @@ def test_clones_that_build_different_batch_norms_are_refused():
 
 def test_one_clone_needs_no_all_reduce():
     with tf.Graph().as_default():
-        images, targets = _data()
-        config = DeploymentConfig(num_clones=1, sync_batch_norm=True)
-        create_clones(config, _model_fn(_slim, tf.constant(images), tf.constant(targets), 1))
-        assert not [op for op in tf.get_default_graph().get_operations()
-                    if op.type == 'CollectiveReduce']
+        _clones(_slim, num_clones=1)
+        assert not _reduces()
 
 
 @pytest.mark.parametrize('kwargs, message', [
@@ -202,10 +206,7 @@ def test_placement_plan_says_batch_norm_is_synchronized():
 
 def test_placement_plan_counts_the_synchronized_batch_norms_of_a_graph():
     with tf.Graph().as_default():
-        images, targets = _data()
-        config = DeploymentConfig(num_clones=2, clone_devices=DEVICES, sync_batch_norm=True)
-        clones = create_clones(config, _model_fn(_slim, tf.constant(images),
-                                                 tf.constant(targets), 2))
+        config, clones = _clones(_slim)
         optimize_clones(clones, tf.train.GradientDescentOptimizer(0.1))
         assert ('all-reduced over 2 members: the clones (1 batch norm)\n' in
                 placement_plan(config, tf.get_default_graph()))
