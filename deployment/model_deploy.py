@@ -658,7 +658,7 @@ def _sum_clones_gradients(clone_grads):
     return sum_grads
 
 
-def optimize_clones(clones, optimizer, regularization_losses=None,
+def optimize_clones(clones, optimizer, regularization_losses=None, *,
                     gradient_accumulation_steps=1, **kwargs):
     """Computes the total loss and the gradients summed over clones.
 
