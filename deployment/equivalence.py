@@ -287,9 +287,7 @@ class _Reference:
                 fed, global_step=tf.train.get_or_create_global_step())
             update_ops = tf.group(tf.get_collection(tf.GraphKeys.UPDATE_OPS))
             variables = {v.op.name: v for v in tf.global_variables()}
-            starts = {name: tf.placeholder(v.dtype.base_dtype, v.shape)
-                      for name, v in variables.items()}
-            start = tf.group([variables[name].assign(p) for name, p in starts.items()])
+            start, start_feed = _assigner(variables)
             init = tf.global_variables_initializer()
             graph.finalize()
             names = [v.op.name for _, v in grads_and_vars]
@@ -301,7 +299,7 @@ class _Reference:
                 session.run(init)
                 self.initial = session.run(variables)
                 for order in orders:
-                    session.run(start, {p: self.initial[name] for name, p in starts.items()})
+                    session.run(start, start_feed(self.initial))
                     feed = {f: x[order] for f, x in zip(feeds, inputs)}
                     loss_value, gradients = session.run(
                         [loss, [g for g, _ in grads_and_vars]], feed)
@@ -309,6 +307,15 @@ class _Reference:
                     session.run(apply, {p: g for (p, _), g in zip(fed, gradients)})
                     self.steps.append(_Step(float(loss_value), dict(zip(names, gradients)),
                                             session.run(variables)))
+
+
+def _assigner(variables):
+    """(op, feed): the op sets each of `variables` ({name: variable}) to the value fed for
+    it; feed(values) is its feed dict for `values` ({name: value})."""
+    placeholders = {name: tf.placeholder(v.dtype.base_dtype, v.shape)
+                    for name, v in variables.items()}
+    op = tf.group([variables[name].assign(p) for name, p in placeholders.items()])
+    return op, lambda values: {p: values[name] for name, p in placeholders.items()}
 
 
 def _ancestors(op):
@@ -391,10 +398,8 @@ class _Worker:
                 config, clone_fn, optimizer=optimizer,
                 gradient_accumulation_steps=gradient_accumulation_steps).train_op
             variables = {v.op.name: v for v in tf.global_variables() if v.op.name in initial}
-            starts = {name: tf.placeholder(v.dtype.base_dtype, v.shape)
-                      for name, v in variables.items()}
-            self._start = tf.group([variables[name].assign(p) for name, p in starts.items()])
-            self._start_feed = {p: initial[name] for name, p in starts.items()}
+            self._start, start_feed = _assigner(variables)
+            self._start_feed = start_feed(initial)
             self._copies = {}
             for v in tf.local_variables():
                 canonical = _COPY_PREFIX.sub('', v.op.name, count=1)

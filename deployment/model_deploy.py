@@ -282,12 +282,12 @@ class DeploymentConfig:
                                  f'(num_clones={num_clones}), got {list(clone_devices)!r}')
         if not isinstance(sync_batch_norm, bool):
             raise ValueError(f'sync_batch_norm must be True or False, got {sync_batch_norm!r}')
-        if (variable_update != 'parameter_server' or sync_batch_norm) and num_clones > 1:
+        setting = all_reducing_setting(variable_update, sync_batch_norm,
+                                       lambda name, value: f'{name}={value!r}')
+        if setting and num_clones > 1:
             devices = clone_devices or ((('/device:CPU:0',) * num_clones) if clone_on_cpu
                                         else ())
             if len(set(devices)) < len(devices):
-                setting = ('sync_batch_norm=True' if variable_update == 'parameter_server'
-                           else f'variable_update={variable_update!r}')
                 raise ValueError(f'{setting} all-reduces between the clones, which must sit '
                                  f'on distinct devices; got {list(devices)} (clone_on_cpu '
                                  'puts them all on CPU:0)')
@@ -428,6 +428,17 @@ def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
     if variable_update == 'collective' and num_replicas == 1:
         return (f'{mode} needs several workers, got {show("num_replicas", num_replicas)}: '
                 f'use {show("variable_update", "replicated")} for one')
+    return None
+
+
+def all_reducing_setting(variable_update, sync_batch_norm, show):
+    """The setting that makes the clones all-reduce between them, and so sit on distinct
+    devices, as show(name, value) shows it: variable_update when replicated, else
+    sync_batch_norm when True; None when neither does."""
+    if variable_update != 'parameter_server':
+        return show('variable_update', variable_update)
+    if sync_batch_norm:
+        return show('sync_batch_norm', True)
     return None
 
 

@@ -81,12 +81,16 @@ class MonitorHook(tf.train.SessionRunHook):
         self._fetches = {'loss': self._train_tensor, 'learning_rate': self._learning_rate,
                          'global_step': step_after_update}
         self.global_step = None  # The last global step seen, None before the first run.
-        self.local_steps = 0  # Steps this process ran.
         self._runs = 0  # Runs of train_tensor this process made.
         self._last_time = None
         self._last_global_step = None
         self._started = None  # Time of the first step's end.
         self._alone = False
+
+    @property
+    def local_steps(self):
+        """Steps this process ran (runs of train_tensor / runs_per_step)."""
+        return self._runs // self._runs_per_step
 
     def after_create_session(self, session, coord):
         step = session.run(self._global_step)
@@ -123,7 +127,6 @@ class MonitorHook(tf.train.SessionRunHook):
                 f'loss is {loss} at global step {step}: training stopped; the checkpoints '
                 'already in train_dir are kept (try a lower --learning_rate)')
         self._runs += 1
-        self.local_steps = self._runs // self._runs_per_step
         now = time.time()
         if self._alone_from is not None and step >= self._alone_from and not self._alone:
             step = self.global_step = self._wait_for_others(run_context.session)

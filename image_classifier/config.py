@@ -381,10 +381,10 @@ class TrainConfig(_RunConfig):
     def __post_init__(self):
         _check_int('train_image_size', self.model.image_size, 1, none_ok=True)
         run = self.cluster
-        if ((run.variable_update != 'parameter_server' or run.sync_batch_norm) and
-                self.devices.clone_on_cpu and self.devices.num_clones > 1):
-            flag = ('--sync_batch_norm' if run.variable_update == 'parameter_server'
-                    else f'--variable_update={run.variable_update}')
+        flag = model_deploy.all_reducing_setting(
+            run.variable_update, run.sync_batch_norm,
+            lambda name, value: f'--{name}' if value is True else f'--{name}={value}')
+        if flag and self.devices.clone_on_cpu and self.devices.num_clones > 1:
             raise UsageError(f'{flag} all-reduces between clones on distinct devices, but '
                              f'--clone_on_cpu puts all {self.devices.num_clones} on CPU:0')
         if run.cluster_task and self.devices.master:

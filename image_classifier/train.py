@@ -71,7 +71,7 @@ def train(config):
                 last_step=last_step if alone_from is None else alone_from,
                 runs_per_step=micro_batches)
         hooks = ([training.SyncReplicasHook(graph.optimizer, run.is_chief, run.worker_replicas,
-                                            run.replicas_to_aggregate * micro_batches)]
+                                            _sync_gradients_per_update(config))]
                  if run.sync_replicas else [])
         try:
             final_step = training.train(
@@ -120,7 +120,7 @@ def _build(config, model, deployment, warmup_steps):
         micro_batches = optimizing.gradient_accumulation_steps
         if run.sync_replicas:  # It accumulates: every micro-batch of every replica is pushed.
             optimizer = tf.train.SyncReplicasOptimizer(
-                optimizer, replicas_to_aggregate=run.replicas_to_aggregate * micro_batches,
+                optimizer, replicas_to_aggregate=_sync_gradients_per_update(config),
                 total_num_replicas=run.worker_replicas)
             micro_batches = 1
 
@@ -153,6 +153,13 @@ def _build(config, model, deployment, warmup_steps):
         summary_op = tf.summary.merge(summaries)
     return _TrainingGraph(train_tensor=train_tensor, learning_rate=learning_rate,
                           optimizer=optimizer, summary_op=summary_op, plan=plan)
+
+
+def _sync_gradients_per_update(config):
+    """Gradients a synchronous update aggregates: each micro-batch of replicas_to_aggregate
+    replicas (the SyncReplicasOptimizer does the accumulation)."""
+    return (config.cluster.replicas_to_aggregate *
+            config.optimization.gradient_accumulation_steps)
 
 
 def _learning_rate_story(config, warmup_steps):
