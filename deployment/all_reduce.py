@@ -83,8 +83,18 @@ def _split(packed, like):
 def sum_on_member(tensor, group, instance_key):
     """The sum of `tensor` over every member of `group`, on the current device (a member's),
     matched to the other members' collectives by `instance_key`."""
+    return _reduce_on_member(tensor, group, instance_key, 'Add')
+
+
+def max_on_member(tensor, group, instance_key):
+    """The element-wise maximum of `tensor` over every member of `group` (see
+    sum_on_member)."""
+    return _reduce_on_member(tensor, group, instance_key, 'Max')
+
+
+def _reduce_on_member(tensor, group, instance_key, merge_op):
     return collective_ops.all_reduce(tensor, group.size, group.key, instance_key,
-                                     merge_op='Add', final_op='Id',
+                                     merge_op=merge_op, final_op='Id',
                                      timeout=group.timeout_secs)
 
 

@@ -1,6 +1,11 @@
 """Checkpoint helpers: whole-scope matching, fine-tuning restores, checkpoint lookup."""
+import os
+import re
+import time
+
 from absl import logging
 import tensorflow.compat.v1 as tf
+from tensorflow.python.checkpoint import checkpoint_management
 import tf_slim as slim
 
 from deployment.errors import UsageError
@@ -38,6 +43,77 @@ def resolve_checkpoint(path):
         raise UsageError(f'--checkpoint_path {path!r} is neither a checkpoint nor a directory '
                          'holding one')
     return path
+
+
+def newest_intact(directory):
+    """The prefix of the newest checkpoint in `directory` that reads back whole (its index and
+    every tensor, checksums checked); None when there is none.
+
+    Candidates are the checkpoints the directory's 'checkpoint' file lists and those whose
+    .index file is there, newest (highest global step) first. Each newer one that does not
+    read back (a truncated data file, a missing index: a full disk or a death mid-write) is
+    reported in one warning line; no file is deleted or changed.
+    """
+    candidates = set(tf.io.gfile.glob(os.path.join(directory, '*.index')))
+    candidates = {path[:-len('.index')] for path in candidates}
+    state = tf.train.get_checkpoint_state(directory)
+    if state:
+        candidates.update(os.path.join(directory, os.path.basename(path))
+                          for path in [*state.all_model_checkpoint_paths,
+                                       state.model_checkpoint_path] if path)
+    for path in sorted(candidates, key=_global_step, reverse=True):
+        problem = _unreadable(path)
+        if problem is None:
+            return path
+        logging.warning('Checkpoint %s is unreadable (%s); trying an older one', path, problem)
+    return None
+
+
+def resume_point(directory):
+    """The newest intact checkpoint in `directory` (newest_intact), made the one TensorFlow
+    resumes from; None when there is none.
+
+    When the directory's 'checkpoint' file names a newer, unreadable checkpoint as the
+    latest, it is rewritten (atomically) to name this one, listing only the checkpoints up
+    to it; with no intact checkpoint it is renamed 'checkpoint.unreadable-TIME'. The
+    unreadable checkpoint's files stay where they are, untracked, so the saver never
+    deletes them.
+    """
+    newest = newest_intact(directory)
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None or _global_step(state.model_checkpoint_path) == _global_step(newest or ''):
+        return newest
+    if newest is None:
+        state_file = os.path.join(directory, 'checkpoint')
+        aside = f'{state_file}.unreadable-{time.strftime("%Y%m%d-%H%M%S")}'
+        tf.io.gfile.rename(state_file, aside)
+        logging.warning('No checkpoint in %s reads back: training starts afresh (their list '
+                        'is kept as %s)', directory, aside)
+        return None
+    kept = [path for path in state.all_model_checkpoint_paths
+            if _global_step(path) <= _global_step(newest)]
+    checkpoint_management.update_checkpoint_state_internal(
+        directory, os.path.basename(newest), [os.path.basename(path) for path in kept],
+        save_relative_paths=True)
+    return newest
+
+
+def _global_step(prefix):
+    """The global step in a checkpoint prefix such as 'model.ckpt-400'; -1 if it has none."""
+    match = re.search(r'-(\d+)$', prefix)
+    return int(match.group(1)) if match else -1
+
+
+def _unreadable(prefix):
+    """Why checkpoint `prefix` does not read back whole, in a few words; None if it does."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError, IndexError) as e:  # IndexError: short read.
+        message = e.message if isinstance(e, tf.errors.OpError) else str(e)
+        return ' '.join(message.split())[:200]
+    return None
 
 
 def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars=False):

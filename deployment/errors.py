@@ -2,7 +2,8 @@
 input file) and the loss of another task of the cluster.
 
 Entry points print a UsageError as one line and exit with code 2, a ClusterError as one
-line with exit code 1; every other exception is a bug or an outside failure and keeps its
+line with exit code 1, an Interrupted as one line with exit code 128 + its signal's number
+(143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and keeps its
 traceback (exit code 1).
 """
 
@@ -15,3 +16,12 @@ class UsageError(ValueError):
 class ClusterError(RuntimeError):
     """Another task of the cluster failed or stopped answering. The message is one line
     naming the task."""
+
+
+class Interrupted(Exception):
+    """Training stopped on a signal (SIGTERM, SIGINT) after finishing its step in flight and,
+    on the chief, checkpointing it. The message is one line saying where it stopped."""
+
+    def __init__(self, message, signum):
+        super().__init__(message)
+        self.exit_code = 128 + signum

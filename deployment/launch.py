@@ -1,7 +1,7 @@
 """Runs the tasks of a parameter-server/worker cluster as local processes.
 
     python -m deployment.launch --num_ps_tasks P --worker_replicas W [--sync_replicas]
-        [--bind ADDRESS] -- COMMAND [ARGS...]
+        [--evaluator] [--max_restarts N] [--bind ADDRESS] -- COMMAND [ARGS...]
 
 (installed as the console command `launch_cluster` too).
 
@@ -10,15 +10,25 @@ Contract with COMMAND: each of the P ps and W worker tasks runs
 train_image_classifier.py) with TF_CONFIG set to the JSON of tf.distribute and Kubeflow's TFJob:
 {"cluster": {"ps": ["HOST:PORT", ...], "worker": [...]}, "task": {"type": "ps", "index": 0}}
 (with P = 0 there is no "ps" job: a cluster for --variable_update=collective), and
-PYTHONUNBUFFERED=1. Each task's stdout and stderr reach the launcher's stdout line by line,
-prefixed with '[ps:0] ', '[worker:1] ', ... Once every worker has exited 0, the ps tasks (which
-serve forever) get SIGTERM; as soon as a worker fails, or a ps task ends, every task gets
-SIGTERM (the others would wait for it forever). SIGINT and SIGTERM sent to the launcher
-reach every task. Tasks still running GRACE_SECS after a signal (or at the launcher's next
-one) get SIGKILL.
+PYTHONUNBUFFERED=1. With --evaluator, one more task runs the same command as task
+{"type": "evaluator", "index": 0} of the same cluster (which does not list it: it serves
+nothing), evaluating the chief's checkpoints as they appear. Each task's stdout and stderr
+reach the launcher's stdout line by line, prefixed with '[ps:0] ', '[worker:1] ', ... Once
+every worker has exited 0, the ps tasks (which serve forever) get SIGTERM, and the launcher
+waits for the evaluator to finish.
 
-Exit code: 0 when every worker exits 0; 1 when a worker fails or a ps task ends before the
-workers; 128 + N after signal N; 2 for bad arguments.
+A task that fails (a worker or the evaluator exiting non-zero or killed, a ps task ending
+while the workers run) is restarted with the same TF_CONFIG, up to --max_restarts times in
+all, each restart announced in one line on stderr. When the task was a ps task (its
+variables lived only in its memory), or a worker of a cluster without ps tasks (the others'
+collectives cannot go on without it), the whole job restarts instead: every ps and worker
+task is killed and started again, and the chief resumes from its last checkpoint. Once the
+restarts are used up (at once with the default 0), every task gets SIGTERM. SIGINT and
+SIGTERM sent to the launcher reach every task. Tasks still running GRACE_SECS after a signal
+(or at the launcher's next one) get SIGKILL.
+
+Exit code: 0 when every worker (and the evaluator) exits 0; 1 when a task failed with no
+restart left; 128 + N after signal N; 2 for bad arguments.
 
 --bind sets the address in TF_CONFIG, through which the tasks reach each other, and where free
 ports are looked for. Whatever it is, TensorFlow's gRPC servers listen on every interface of
@@ -36,7 +46,9 @@ import sys
 import threading
 import time
 
-GRACE_SECS = 10.0
+# Longer than training's default grace period (training.GRACE_SECS): a signalled task first
+# finishes its step and checkpoints.
+GRACE_SECS = 25.0
 POLL_SECS = 0.05
 LOCALHOST = '127.0.0.1'
 
@@ -55,7 +67,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser():
     parser = _Parser(
         usage='%(prog)s --num_ps_tasks P --worker_replicas W [--sync_replicas] '
-              '[--bind ADDRESS] -- COMMAND [ARGS...]',
+              '[--evaluator] [--max_restarts N] [--bind ADDRESS] -- COMMAND [ARGS...]',
         description='Runs P ps and W worker tasks of COMMAND on this machine, each as '
                     '`COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` '
                     'with TF_CONFIG naming the cluster and the task.')
@@ -65,6 +77,11 @@ def _parser():
                         help='worker tasks (1 or more)')
     parser.add_argument('--sync_replicas', action='store_true',
                         help='also pass --sync_replicas to every task (needs W > 1)')
+    parser.add_argument('--evaluator', action='store_true',
+                        help='also run an evaluator task, which evaluates every checkpoint')
+    parser.add_argument('--max_restarts', type=int, default=0, metavar='N',
+                        help='restarts of failed tasks (or of the whole job, when a ps task '
+                             'fails) allowed in all (default 0: the first failure stops all)')
     parser.add_argument('--bind', default=LOCALHOST, metavar='ADDRESS',
                         help=f'address of the tasks in TF_CONFIG (default {LOCALHOST})')
     return parser
@@ -82,6 +99,8 @@ def parse_args(argv):
     if args.sync_replicas and args.worker_replicas < 2:
         raise UsageError(f'--sync_replicas needs --worker_replicas > 1, '
                          f'got {args.worker_replicas}')
+    if args.max_restarts < 0:
+        raise UsageError(f'--max_restarts must be >= 0, got {args.max_restarts}')
     if not command:
         raise UsageError('missing COMMAND: put it after "--"')
     return args, command
@@ -117,30 +136,41 @@ def exit_description(code):
 
 
 class Task:
-    """One task's process; a thread copies its output to stdout, each line prefixed."""
+    """One task's process, started by start(); a thread copies its output to stdout, each
+    line prefixed."""
 
     def __init__(self, task_type, index, argv, env, output_lock):
         self.name = f'{task_type}:{index}'
+        self._argv = argv
+        self._env = env
+        self._output_lock = output_lock
+        self.process = None
+
+    def start(self):
+        """Starts (or restarts) the task's process; OSError if it cannot run."""
         # Its own process group: signals reach the task's children, and a Ctrl-C in the
         # terminal reaches the task only once, through the launcher.
         self.process = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            self._argv, env=self._env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True)
-        self._output = threading.Thread(target=self._copy_output, args=(output_lock,),
-                                        daemon=True)
+        self._output = threading.Thread(target=self._copy_output, daemon=True)
         self._output.start()
 
-    def _copy_output(self, lock):
+    def _copy_output(self):
         prefix = f'[{self.name}] '
         with self.process.stdout as pipe:
             for line in pipe:
                 text = line.decode(errors='replace')
-                with lock:
+                with self._output_lock:
                     sys.stdout.write(prefix + text + ('' if text.endswith('\n') else '\n'))
                     sys.stdout.flush()
 
     def running(self):
-        return self.process.poll() is None
+        return self.process is not None and self.process.poll() is None
+
+    def failed(self):
+        """Whether the process ended with a non-zero exit code or a signal."""
+        return not self.running() and bool(self.process.returncode)
 
     def send(self, signum):
         """Sends `signum` to the task's process group if the task still runs."""
@@ -152,8 +182,9 @@ class Task:
 
     def join(self):
         """Waits for the (killed) process and the end of its output."""
-        self.process.wait()
-        self._output.join(timeout=GRACE_SECS)
+        if self.process is not None:
+            self.process.wait()
+            self._output.join(timeout=GRACE_SECS)
 
 
 def stop(tasks, signum, received):
@@ -172,54 +203,70 @@ def stop(tasks, signum, received):
         task.join()
 
 
-def supervise(ps, workers, received, prog):
-    """Waits for the workers, stops the ps tasks and returns the exit code (module docstring)."""
-    tasks = ps + workers
+def supervise(ps, workers, evaluators, received, prog, max_restarts=0):
+    """Waits for the workers (restarting failed tasks), stops the ps tasks, waits for the
+    evaluators and returns the exit code (module docstring)."""
+    job = ps + workers
+    restarts = 0
     while not received:
-        failed = [f'{task.name} ({exit_description(task.process.returncode)})'
-                  for task in workers if not task.running() and task.process.returncode]
-        if failed:
-            stop(tasks, signal.SIGTERM, received)
-            print(f'{prog}: error: failed: {", ".join(failed)}; stopped all tasks',
-                  file=sys.stderr)
-            return 1
-        if not any(task.running() for task in workers):
-            stop(tasks, signal.SIGTERM, received)
-            return 0
-        dead = next((task for task in ps if not task.running()), None)
+        workers_done = not any(task.running() for task in workers)
+        dead = next((task for task in ps if not task.running() and not workers_done), None)
+        dead = dead or next((task for task in workers + evaluators if task.failed()), None)
         if dead:
-            stop(tasks, signal.SIGTERM, received)
-            print(f'{prog}: error: {dead.name} ended ({exit_description(dead.process.returncode)})'
-                  ' before the workers; stopped all tasks', file=sys.stderr)
-            return 1
+            ended = exit_description(dead.process.returncode)
+            if restarts == max_restarts:
+                stop(job + evaluators, signal.SIGTERM, received)
+                what = (f'{dead.name} ended ({ended}) before the workers' if dead in ps else
+                        f'failed: {dead.name} ({ended})')
+                after = f' after {restarts} restarts (--max_restarts)' if restarts else ''
+                print(f'{prog}: error: {what}{after}; stopped all tasks', file=sys.stderr)
+                return 1
+            restarts += 1
+            whole_job = dead in ps or (dead in workers and not ps)
+            print(f'{prog}: {dead.name} ended ({ended}); restarting '
+                  f'{"the whole job" if whole_job else "it"} '
+                  f'(restart {restarts} of {max_restarts})', file=sys.stderr, flush=True)
+            restarting = job if whole_job else [dead]
+            stop(restarting, signal.SIGKILL, received)
+            for task in restarting:
+                task.start()
+            continue
+        if workers_done:
+            if any(task.running() for task in ps):
+                stop(ps, signal.SIGTERM, received)
+            if not any(task.running() for task in evaluators):
+                return 0
         time.sleep(POLL_SECS)
-    stop(tasks, received[0], received)
+    stop(job + evaluators, received[0], received)
     print(f'{prog}: received {signal.Signals(received[0]).name}; stopped all tasks',
           file=sys.stderr)
     return 128 + received[0]
 
 
-def launch(cluster, argv, prog):
-    """Starts a task of `argv` for each address of `cluster`, supervises them and returns the
-    exit code."""
+def launch(cluster, argv, prog, evaluator=False, max_restarts=0):
+    """Starts a task of `argv` for each address of `cluster` (and an evaluator task),
+    supervises them and returns the exit code."""
     received = []
     handlers = {signum: signal.signal(signum, lambda number, _: received.append(number))
                 for signum in (signal.SIGINT, signal.SIGTERM)}
     output_lock = threading.Lock()
-    tasks = {'ps': [], 'worker': []}  # Without ps tasks, cluster has no 'ps' job.
+    tasks = {'ps': [], 'worker': [], 'evaluator': []}  # Without ps tasks, no 'ps' job.
+    kinds = [(task_type, len(addresses)) for task_type, addresses in cluster.items()]
     try:
         try:
-            for task_type, addresses in cluster.items():
-                for index in range(len(addresses)):
+            for task_type, count in kinds + ([('evaluator', 1)] if evaluator else []):
+                for index in range(count):
                     config = {'cluster': cluster, 'task': {'type': task_type, 'index': index}}
                     env = {**os.environ, 'TF_CONFIG': json.dumps(config),
                            'PYTHONUNBUFFERED': '1'}
                     tasks[task_type].append(Task(task_type, index, argv, env, output_lock))
+                    tasks[task_type][-1].start()
         except OSError as e:
-            stop(tasks['ps'] + tasks['worker'], signal.SIGTERM, received)
+            stop([task for kind in tasks.values() for task in kind], signal.SIGTERM, received)
             print(f'{prog}: error: cannot run {argv[0]}: {e.strerror}', file=sys.stderr)
             return 2
-        return supervise(tasks['ps'], tasks['worker'], received, prog)
+        return supervise(tasks['ps'], tasks['worker'], tasks['evaluator'], received, prog,
+                         max_restarts)
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -244,7 +291,7 @@ def main(argv):
             f'--num_ps_tasks={args.num_ps_tasks}']
     if args.sync_replicas:
         argv.append('--sync_replicas')
-    return launch(cluster, argv, prog)
+    return launch(cluster, argv, prog, args.evaluator, args.max_restarts)
 
 
 def run():

@@ -1,16 +1,22 @@
 """The training loop: tf.compat.v1.train.MonitoredTrainingSession with slim's behaviour.
 
 Checkpoints and summaries go to train_dir (chief only); a restarted run resumes from the
-latest checkpoint there; the loop stops at the last step or on a non-finite loss.
+newest intact checkpoint there; the loop stops at the last step, on a non-finite loss, or
+after the step in flight when SIGTERM or SIGINT arrives (see SignalStop).
 """
 import math
+import os
+import signal
+import socket
+import sys
 import threading
 import time
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from deployment.errors import UsageError
+from deployment import all_reduce
+from deployment.errors import Interrupted, UsageError
 
 AUX_LOGITS_WEIGHT = 0.4  # Weight of the auxiliary head's loss (inception), as in slim.
 READY_POLL_SECS = 1.0  # How often a non-chief worker checks whether the chief is ready.
@@ -18,6 +24,9 @@ READY_POLL_SECS = 1.0  # How often a non-chief worker checks whether the chief i
 # of its own step times, and at least QUIET_MIN_SECS.
 QUIET_STEP_TIMES = 5
 QUIET_MIN_SECS = 3.0
+# Seconds after SIGTERM or SIGINT within which training must have stopped: Kubernetes waits
+# 30 s before it kills a pod.
+GRACE_SECS = 20.0
 
 
 class NonFiniteLossError(UsageError):
@@ -152,22 +161,146 @@ class MonitorHook(tf.train.SessionRunHook):
         self._last_time, self._last_global_step, self._last_runs = now, step, self._runs
 
 
+class SignalStop:
+    """SIGTERM and SIGINT, while entered in the main thread, as a request to stop training.
+
+    The first signal sets `signum` and calls each of `on_request` (in a thread of its own;
+    e.g. to release workers blocked on this one); training then stops after its step in
+    flight. A second signal, or `grace_secs` (seconds) passing after the first, ends the
+    process at once with exit code 128 + the first signal's number and one line on stderr.
+    Entered in another thread, it handles no signal. `peer_signum`: the signal another
+    worker received, when they agreed to stop together (StopHook); None otherwise.
+    """
+
+    def __init__(self, grace_secs=GRACE_SECS, on_request=()):
+        self.grace_secs = grace_secs
+        self.signum = None
+        self.peer_signum = None
+        self._on_request = list(on_request)
+        self._handlers = {}
+
+    def on_request(self, callback):
+        """Calls `callback()` when the first signal arrives."""
+        self._on_request.append(callback)
+
+    def __enter__(self):
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        # Python runs handlers in the main thread only between bytecodes, never while it
+        # waits in session.run; the wakeup socket hears the signal at once, in _watch.
+        self._wakeup, self._heard = socket.socketpair()
+        self._wakeup.setblocking(False)
+        self._previous_wakeup = signal.set_wakeup_fd(self._wakeup.fileno(),
+                                                     warn_on_full_buffer=False)
+        self._handlers = {signum: signal.signal(signum, lambda *_: None)
+                          for signum in (signal.SIGTERM, signal.SIGINT)}
+        threading.Thread(target=self._watch, daemon=True, name='signal_stop').start()
+        return self
+
+    def __exit__(self, *exc_info):
+        if not self._handlers:
+            return
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
+        self._handlers = {}
+        signal.set_wakeup_fd(self._previous_wakeup)
+        self._wakeup.close()
+        self._heard.shutdown(socket.SHUT_RDWR)  # Ends _watch.
+
+    def _watch(self):
+        """Reads the signals the wakeup socket hears; enforces the grace period."""
+        deadline = None
+        while True:
+            self._heard.settimeout(None if deadline is None else
+                                   max(0.0, deadline - time.monotonic()))
+            try:
+                heard = self._heard.recv(1)
+            except socket.timeout:
+                self._exit(f'did not stop within {self.grace_secs:g} s of '
+                           f'{signal.Signals(self.signum).name} (--grace_period_secs); '
+                           'exiting now')
+            except OSError:
+                return
+            if not heard:
+                return
+            if heard[0] not in (signal.SIGTERM, signal.SIGINT):
+                continue
+            if self.signum is not None:
+                self._exit(f'second signal ({signal.Signals(heard[0]).name}): exiting now')
+            self.signum = heard[0]
+            deadline = time.monotonic() + self.grace_secs
+            logging.warning('Received %s: stopping after the step in flight (within %g s)',
+                            signal.Signals(self.signum).name, self.grace_secs)
+            for callback in self._on_request:
+                threading.Thread(target=callback, daemon=True).start()
+
+    def _exit(self, message):
+        sys.stderr.write(f'{os.path.basename(sys.argv[0])}: {message}\n')
+        sys.stderr.flush()
+        os._exit(128 + self.signum)
+
+
+class StopHook(tf.train.SessionRunHook):
+    """Stops the session after the step in which `stop` (a SignalStop) got its signal.
+
+    group: None, or for workers that step together (variable_update='collective'), an
+    all_reduce.Group of one member per worker (its local device first) through which every
+    step all-reduces the largest signal number any worker received; all then stop after
+    the same step, so none is left waiting in a collective for the others.
+    """
+
+    def __init__(self, stop, group=None):
+        self._stop = stop
+        self._agreed = None
+        if group is not None:
+            with tf.device(group.local_devices[0]):
+                self._received = tf.placeholder_with_default(0.0, [], name='signal_received')
+                self._agreed = all_reduce.max_on_member(
+                    self._received, group, all_reduce.next_instance_key())
+
+    def after_create_session(self, session, coord):
+        if self._agreed is None and self._stop.signum is not None:
+            coord.request_stop()
+
+    def before_run(self, run_context):
+        if self._agreed is None:
+            return None
+        return tf.train.SessionRunArgs(self._agreed,
+                                       feed_dict={self._received: self._stop.signum or 0})
+
+    def after_run(self, run_context, run_values):
+        if self._agreed is None:
+            if self._stop.signum is not None:
+                run_context.request_stop()
+        elif run_values.results:
+            if self._stop.signum is None:
+                self._stop.peer_signum = int(run_values.results)
+            run_context.request_stop()
+
+
 def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=None, hooks=(),
-          save_summaries_secs=600, save_interval_secs=600, config=None, independent=False):
+          save_summaries_secs=600, save_interval_secs=600, config=None, independent=False,
+          resume_from=None, stop=None, stop_group=None):
     """Runs `train_tensor` until `monitor` (a MonitorHook) stops it at its last step.
 
     The monitor runs before the chief's summary and checkpoint hooks (so a non-finite loss
     is never saved); `hooks` run (and end) after them. scaffold: a tf.train.Scaffold
     (summary op, fine-tuning init_fn), None for the default. The chief initializes the
-    variables or restores them from train_dir; other workers wait for it, or with
+    variables or restores them from checkpoint `resume_from` (None: the latest in
+    train_dir, if any; see checkpoints.newest_intact); other workers wait for it, or with
     `independent` (variable_update='collective') initialize their own, which the graph's
     local init op then overwrites with the chief's. A session that fails is recreated
     (a ps task restarted), unless `independent`: aborted collectives cannot resume, and
     the error ends the run. Returns the last global step run, or None if no step ran (the
     checkpoint was at the last step).
+
+    stop: the SignalStop to train under (None: one with the default grace period). On its
+    signal the step in flight ends, the chief checkpoints that step and flushes its
+    summaries, and Interrupted is raised; stop_group: see StopHook.
     """
+    stop = stop or SignalStop()
     scaffold = scaffold or tf.train.Scaffold()
-    all_hooks = [monitor]
+    all_hooks = [monitor, StopHook(stop, stop_group)]
     if is_chief:
         if save_summaries_secs:
             all_hooks.append(tf.train.SummarySaverHook(
@@ -176,21 +309,43 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
             all_hooks.append(tf.train.CheckpointSaverHook(
                 train_dir, save_secs=save_interval_secs, scaffold=scaffold))
     all_hooks += hooks
-    if independent:
-        session = tf.train.SingularMonitoredSession(
-            hooks=all_hooks, scaffold=scaffold, master=master, config=config,
-            checkpoint_dir=train_dir if is_chief else None)
-    elif is_chief:
-        session = tf.train.MonitoredSession(
-            tf.train.ChiefSessionCreator(scaffold, master, config, checkpoint_dir=train_dir),
-            hooks=all_hooks)
-    else:
-        session = tf.train.MonitoredSession(_WorkerSessionCreator(scaffold, master, config),
-                                            hooks=all_hooks)
-    with session:
-        while not session.should_stop():
-            session.run(train_tensor)
+    restore = ({'checkpoint_filename_with_path': resume_from} if resume_from else
+               {'checkpoint_dir': train_dir})
+    with stop:
+        if independent:
+            session = tf.train.SingularMonitoredSession(
+                hooks=all_hooks, scaffold=scaffold, master=master, config=config,
+                **(restore if is_chief else {}))
+        elif is_chief:
+            session = tf.train.MonitoredSession(
+                tf.train.ChiefSessionCreator(scaffold, master, config, **restore),
+                hooks=all_hooks)
+        else:
+            session = tf.train.MonitoredSession(
+                _WorkerSessionCreator(scaffold, master, config), hooks=all_hooks)
+        with session:
+            while not session.should_stop():
+                session.run(train_tensor)
+    if stop.signum or stop.peer_signum:
+        raise _interrupted(stop, monitor.global_step, is_chief and save_interval_secs,
+                           train_dir)
     return monitor.global_step
+
+
+def _interrupted(stop, global_step, checkpointed, train_dir):
+    """The Interrupted for training that `stop` ended at `global_step` (None: before any
+    step), checkpointed in train_dir or not."""
+    at = 'before its first step' if global_step is None else f'at global step {global_step}'
+    if stop.signum is None:
+        signum = stop.peer_signum
+        return Interrupted(f'stopped {at} with the other workers, one of which received '
+                           f'{signal.Signals(signum).name}', signum)
+    if checkpointed:
+        where = f'checkpointed in {train_dir}: rerun to resume from it'
+    else:
+        where = 'not checkpointed here'
+    return Interrupted(f'stopped by {signal.Signals(stop.signum).name} {at}; {where}',
+                       stop.signum)
 
 
 class _WorkerSessionCreator(tf.train.SessionCreator):
@@ -237,6 +392,7 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         self._replicas_to_aggregate = replicas_to_aggregate
 
     def begin(self):
+        self._session = None
         optimizer = self._optimizer
         optimizer.ready_for_local_init_op.mark_used()  # MonitoredSession waits for readiness.
         if not self._is_chief:
@@ -257,6 +413,7 @@ class SyncReplicasHook(tf.train.SessionRunHook):
             self._tokens_left = tf.raw_ops.QueueSizeV2(handle=token_queue)
 
     def after_create_session(self, session, coord):
+        self._session = session
         if self._is_chief:
             self._tokens_queued = session.run(self._tokens_left) + self._init_tokens
             self._updates = 0
@@ -277,6 +434,16 @@ class SyncReplicasHook(tf.train.SessionRunHook):
                 return
             self._updates += 1
             self._tokens_queued += self._tokens_per_update
+
+    def release(self):
+        """On the chief, once its session exists, queues a token for every worker, so that a
+        step blocked waiting for an update that may never come (the others stopping)
+        finishes: a SignalStop's on_request."""
+        if self._is_chief and self._session is not None:
+            try:
+                self._session.run(self._release_op)
+            except (tf.errors.OpError, RuntimeError):  # The session closed meanwhile.
+                pass
 
     def end(self, session):
         if not self._is_chief:

@@ -1,12 +1,13 @@
 """Entry-script plumbing: absl's app.run with quiet logging, and a user's mistakes (a bad flag
 or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2 (a lost task
-of the cluster, a ClusterError, in one line and exit code 1)."""
+of the cluster, a ClusterError, in one line and exit code 1; training stopped by a signal,
+an Interrupted, in one line 'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
 import os
 import sys
 
 from absl import app, flags
 
-from deployment.errors import ClusterError, UsageError
+from deployment.errors import ClusterError, Interrupted, UsageError
 from image_classifier import quiet
 
 
@@ -14,8 +15,8 @@ def run(main, module_name):
     """absl's app.run(main), with --help listing the flags of module `module_name` also when
     it runs as an installed console command (absl lists those of the module named argv[0]),
     and logging set up by quiet.configure_logging from the parsed --verbosity before main.
-    Other exceptions than flag errors, UsageError and ClusterError keep their traceback
-    (exit code 1)."""
+    Other exceptions than flag errors, UsageError, ClusterError and Interrupted keep their
+    traceback (exit code 1)."""
     for flag in flags.FLAGS.get_key_flags_for_module(module_name):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
@@ -27,6 +28,8 @@ def run(main, module_name):
             _fail(e)
         except ClusterError as e:
             _fail(e, exit_code=1)
+        except Interrupted as e:
+            _fail(e, exit_code=e.exit_code, label='')
 
     app.run(logged_main, flags_parser=_parse_flags)
 
@@ -39,8 +42,9 @@ def _parse_flags(argv):
         _fail(e)
 
 
-def _fail(error, exit_code=2):
-    """Prints 'PROGRAM: error: MESSAGE' (`error`'s message on one line) and exits."""
+def _fail(error, exit_code=2, label='error: '):
+    """Prints 'PROGRAM: error: MESSAGE' (`error`'s message on one line, after `label`) and
+    exits."""
     message = ' '.join(str(error).split()) or type(error).__name__
-    print(f'{os.path.basename(sys.argv[0])}: error: {message}', file=sys.stderr)
+    print(f'{os.path.basename(sys.argv[0])}: {label}{message}', file=sys.stderr)
     sys.exit(exit_code)

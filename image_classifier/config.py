@@ -19,7 +19,7 @@ import types
 import typing
 
 from datasets import dataset_factory
-from deployment import checkpoints, cluster, model_deploy, optimization
+from deployment import checkpoints, cluster, model_deploy, optimization, training
 from deployment.errors import UsageError
 from nets import nets_factory
 from preprocessing import preprocessing_factory
@@ -309,12 +309,17 @@ class ScheduleConfig:
     log_every_n_steps: int = setting(10, 'Steps between progress lines.')
     save_summaries_secs: int = setting(600, 'Seconds between summary writes.')
     save_interval_secs: int = setting(600, 'Seconds between checkpoints.')
+    grace_period_secs: float = setting(
+        training.GRACE_SECS, 'On SIGTERM or Ctrl-C, training finishes its step, checkpoints '
+        'it and exits (143 or 130) within this many seconds; past them, or on a second '
+        'signal, it exits at once.')
 
     def __post_init__(self):
         _check_int('max_number_of_steps', self.max_number_of_steps, 0)
         _check_int('log_every_n_steps', self.log_every_n_steps, 1)
         _check_number('save_summaries_secs', self.save_summaries_secs)
         _check_number('save_interval_secs', self.save_interval_secs)
+        _check_number('grace_period_secs', self.grace_period_secs, positive=True)
 
 
 def _scopes(value):
@@ -435,11 +440,24 @@ class EvalConfig(_RunConfig):
     max_num_batches: int | None = setting(
         None, 'Stop after this many batches (rounded up to whole steps of num_clones '
               'batches); None: the whole split.')
+    eval_interval_secs: float | None = setting(
+        None, 'Evaluate each new checkpoint in --checkpoint_path (a directory) as it appears, '
+              'looking at most every this many seconds, until the checkpoint of the run\'s '
+              'last step; None: evaluate one checkpoint once.')
+    timeout: float | None = setting(
+        None, 'With --eval_interval_secs: stop after this many seconds without a new '
+              'checkpoint; None: wait for the checkpoint of the run\'s last step.')
 
     def __post_init__(self):
         _check_int('eval_image_size', self.model.image_size, 1, none_ok=True)
         _check_int('max_num_batches', self.max_num_batches, 1, none_ok=True)
         _check_number('moving_average_decay', self.moving_average_decay, below=1, none_ok=True)
+        _check_number('eval_interval_secs', self.eval_interval_secs, positive=True,
+                      none_ok=True)
+        _check_number('timeout', self.timeout, positive=True, none_ok=True)
+        if self.timeout is not None and self.eval_interval_secs is None:
+            raise UsageError('--timeout needs --eval_interval_secs (it ends continuous '
+                             'evaluation)')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,8 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment import checkpoints, cluster, fileio, model_deploy, optimization, training
+from deployment import (all_reduce, checkpoints, cluster, fileio, model_deploy, optimization,
+                        training)
 from deployment.errors import UsageError
 from image_classifier import parts, runs
 
@@ -70,9 +71,18 @@ def train(config):
                 config.schedule.log_every_n_steps,
                 last_step=last_step if alone_from is None else alone_from,
                 runs_per_step=micro_batches)
-        hooks = ([training.SyncReplicasHook(graph.optimizer, run.is_chief, run.worker_replicas,
-                                            _sync_gradients_per_update(config))]
-                 if run.sync_replicas else [])
+        stop = training.SignalStop(config.schedule.grace_period_secs)
+        hooks = []
+        if run.sync_replicas:
+            hooks.append(training.SyncReplicasHook(graph.optimizer, run.is_chief,
+                                                   run.worker_replicas,
+                                                   _sync_gradients_per_update(config)))
+            stop.on_request(hooks[-1].release)  # The others must not wait for this one.
+        stop_group = None
+        if collective:  # Every worker stops after the same step.
+            stop_group = all_reduce.Group(
+                size=run.worker_replicas, local_devices=(deployment.optimizer_device(),),
+                has_source=False, timeout_secs=run.collective_timeout_secs)
         try:
             final_step = training.train(
                 graph.train_tensor, config.train_dir, monitor, master=master,
@@ -80,7 +90,7 @@ def train(config):
                 scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
                 hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
                 save_interval_secs=config.schedule.save_interval_secs, config=session_config,
-                independent=collective)
+                independent=collective, stop=stop, stop_group=stop_group)
         except cluster.PEER_ERRORS as e:
             if not collective:
                 raise
@@ -178,9 +188,10 @@ def _learning_rate_story(config, warmup_steps):
 
 def _init_fn(config):
     """The chief's Scaffold init_fn: restores --checkpoint_path into a train_dir that has no
-    checkpoint yet; None when there is nothing to restore."""
+    intact checkpoint yet; None when there is nothing to restore. A train_dir whose latest
+    checkpoint is unreadable resumes from the newest intact one (checkpoints.resume_point)."""
     checkpoint_path = config.fine_tuning.checkpoint_path
-    latest = tf.train.latest_checkpoint(config.train_dir)
+    latest = checkpoints.resume_point(config.train_dir)
     if latest:
         logging.info('Resuming from %s%s', latest,
                      ' (ignoring --checkpoint_path)' if checkpoint_path else '')

@@ -11,19 +11,26 @@ import pytest
 
 from deployment import launch
 
-# A task: binds its own port from TF_CONFIG (so it must be free and unique), prints and marks
-# '<type><index>.ready' in OUT_DIR, and waits for every task to be ready. Then it runs
-# the action PLAN (JSON) names for 'type:index' or 'type': 'exit:N', 'kill' (SIGKILLs
-# itself), 'chatter' (long stdout and stderr lines), 'forever' (the ps default) or
-# 'ignore_term'. A signal writes '<type><index>.<SIGNAME>' and exits. Tasks end after 20 s
-# anyway, so a failing test leaves no process behind.
+# A task: binds its own port from TF_CONFIG (so it must be free and unique; an evaluator,
+# which the cluster does not list, binds none), prints and marks '<type><index>.ready' in
+# OUT_DIR (or, when that mark exists already, '<type><index>.restarted'), and waits for
+# every task of the cluster to be ready. Then it runs the action PLAN (JSON) names for
+# 'type:index' or 'type': 'exit:N', 'kill' (SIGKILLs itself), 'chatter' (long stdout and
+# stderr lines), 'forever' (the ps default) or 'ignore_term'; 'once:ACTION' is ACTION the
+# first time the task runs and the default when it is restarted. A signal writes
+# '<type><index>.<SIGNAME>' and exits. Tasks end after 20 s anyway, so a failing test
+# leaves no process behind.
 TASK = r'''
 import json, os, signal, socket, sys, time
 out_dir, plan = sys.argv[1], json.loads(sys.argv[2])
 config = json.loads(os.environ['TF_CONFIG'])
 kind, index = config['task']['type'], config['task']['index']
 name = f'{kind}:{index}'
-action = plan.get(name, plan.get(kind, 'forever' if kind == 'ps' else 'exit:0'))
+default = 'forever' if kind == 'ps' else 'exit:0'
+action = plan.get(name, plan.get(kind, default))
+restarted = os.path.exists(os.path.join(out_dir, f'{kind}{index}.ready'))
+if action.startswith('once:'):
+    action = default if restarted else action[5:]
 
 def mark(what):
     info = {'pid': os.getpid(), 'args': sys.argv[3:], 'tf_config': config}
@@ -38,11 +45,12 @@ def on_signal(signum, frame):
 
 signal.signal(signal.SIGINT, on_signal)
 signal.signal(signal.SIGTERM, signal.SIG_IGN if action == 'ignore_term' else on_signal)
-host, port = config['cluster'][kind][index].rsplit(':', 1)
-server = socket.socket()
-server.bind((host, int(port)))
+if kind in config['cluster']:
+    host, port = config['cluster'][kind][index].rsplit(':', 1)
+    server = socket.socket()
+    server.bind((host, int(port)))
 print(name, 'ready')
-mark('ready')
+mark('restarted' if restarted else 'ready')
 ready = [os.path.join(out_dir, f'{task_type}{i}.ready')
          for task_type, addresses in config['cluster'].items() for i in range(len(addresses))]
 while not all(map(os.path.exists, ready)):
@@ -171,6 +179,58 @@ def test_ps_ending_early_stops_every_task(capsys, tmp_path):
     assert seconds < 5
 
 
+def test_a_failed_worker_is_restarted_alone_with_the_same_tf_config(capsys, tmp_path):
+    code, out, err, _ = launch_tasks(
+        capsys, tmp_path, ['--num_ps_tasks', '1', '--worker_replicas', '2',
+                           '--max_restarts', '1'], plan={'worker:1': 'once:exit:3'})
+    assert code == 0
+    assert err == f'{PROG}: worker:1 ended (exit code 3); restarting it (restart 1 of 1)\n'
+    restarted = marks(tmp_path, 'restarted')
+    assert sorted(restarted) == ['worker1']
+    assert restarted['worker1']['tf_config'] == marks(tmp_path, 'ready')['worker1']['tf_config']
+    assert out.count('[worker:1] worker:1 ready') == 2
+
+
+@pytest.mark.parametrize('options, plan, dead', [
+    (['--num_ps_tasks', '1', '--worker_replicas', '2'],
+     {'ps:0': 'once:exit:5', 'worker': 'once:forever'}, 'ps:0 ended (exit code 5)'),
+    (['--num_ps_tasks', '0', '--worker_replicas', '2'],  # Collective: all or none.
+     {'worker:1': 'once:kill', 'worker:0': 'once:forever'}, 'worker:1 ended (signal SIGKILL)'),
+])
+def test_a_dead_ps_task_or_collective_worker_restarts_the_whole_job(capsys, tmp_path, options,
+                                                                    plan, dead):
+    code, _, err, _ = launch_tasks(capsys, tmp_path, [*options, '--max_restarts', '1'],
+                                   plan=plan)
+    assert code == 0
+    assert err == f'{PROG}: {dead}; restarting the whole job (restart 1 of 1)\n'
+    assert sorted(marks(tmp_path, 'restarted')) == sorted(marks(tmp_path, 'ready'))
+
+
+def test_restarts_run_out_and_every_task_stops(capsys, tmp_path):
+    code, out, err, _ = launch_tasks(
+        capsys, tmp_path, ['--num_ps_tasks', '1', '--worker_replicas', '2',
+                           '--max_restarts', '2'], plan={'worker:1': 'exit:3'})
+    assert code == 1
+    assert err.splitlines() == [
+        f'{PROG}: worker:1 ended (exit code 3); restarting it (restart 1 of 2)',
+        f'{PROG}: worker:1 ended (exit code 3); restarting it (restart 2 of 2)',
+        f'{PROG}: error: failed: worker:1 (exit code 3) after 2 restarts (--max_restarts); '
+        'stopped all tasks']
+    assert out.count('[worker:1] worker:1 ready') == 3
+    assert sorted(marks(tmp_path, 'SIGTERM')) == ['ps0']
+
+
+def test_evaluator_task_runs_with_tf_config_outside_the_cluster(capsys, tmp_path):
+    code, out, err, _ = launch_tasks(
+        capsys, tmp_path, ['--num_ps_tasks', '1', '--worker_replicas', '1', '--evaluator'],
+        plan={'evaluator': 'once:exit:0'})
+    assert (code, err) == (0, '')
+    config = marks(tmp_path, 'ready')['evaluator0']['tf_config']
+    assert config['task'] == {'type': 'evaluator', 'index': 0}
+    assert sorted(config['cluster']) == ['ps', 'worker']
+    assert '[evaluator:0] evaluator:0 ready' in out.splitlines()
+
+
 def test_tasks_ignoring_sigterm_get_sigkill_after_the_grace_period(capsys, tmp_path,
                                                                    monkeypatch):
     monkeypatch.setattr(launch, 'GRACE_SECS', 0.5)
@@ -213,6 +273,8 @@ def test_signal_to_launcher_reaches_every_task(tmp_path, signum):
     (['--num_ps_tasks=1', '--worker_replicas=0'], '--worker_replicas must be >= 1, got 0'),
     (['--num_ps_tasks=1', '--worker_replicas=1', '--sync_replicas'],
      '--sync_replicas needs --worker_replicas > 1, got 1'),
+    (['--num_ps_tasks=1', '--worker_replicas=1', '--max_restarts=-1'],
+     '--max_restarts must be >= 0, got -1'),
     (['--num_ps_tasks=x', '--worker_replicas=1'],
      "argument --num_ps_tasks: invalid int value: 'x'"),
     (['--worker_replicas=1'], 'the following arguments are required: --num_ps_tasks'),
