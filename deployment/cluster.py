@@ -5,7 +5,9 @@ TF_CONFIG is the JSON of tf.distribute and Kubeflow's TFJob:
      "task": {"type": "worker", "index": 1}}
 The flags are slim's and TensorFlow's classic ones: --ps_hosts, --worker_hosts (comma-separated
 host:port lists), --job_name (ps or worker) and --task. Workers (the chief first, if there is
-a 'chief' job) are the replicas that train; ps tasks hold the variables.
+a 'chief' job) are the replicas that train; ps tasks hold the variables. An 'evaluator' task
+(index 0, as tf.distribute and TFJob define it) evaluates the chief's checkpoints; it is not
+part of the training cluster, whether or not TF_CONFIG's cluster lists it.
 """
 import dataclasses
 import json
@@ -20,6 +22,7 @@ import tensorflow.compat.v1 as tf
 from deployment.errors import ClusterError, UsageError
 
 TASK_TYPES = ('chief', 'worker', 'ps')
+EVALUATOR = 'evaluator'
 # What a collective op raises when another member died, closed its connection or hung.
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
                tf.errors.AbortedError, tf.errors.CancelledError)
@@ -31,7 +34,8 @@ class ClusterTask:
     """This process's task in `cluster`, a validated {job: ['host:port', ...]} (from TASK_TYPES).
 
     replica_index: this worker's index among all training replicas (the chief is 0, workers
-    follow); None for a ps task. is_chief: the replica that initializes, checkpoints and
+    follow); None for a ps task or the evaluator (task_type EVALUATOR, outside `cluster`).
+    is_chief: the replica that initializes, checkpoints and
     writes summaries: the 'chief' task, or worker 0 when there is no 'chief' job.
     """
     cluster: dict
@@ -48,7 +52,7 @@ class ClusterTask:
 
     @property
     def replica_index(self):
-        if self.task_type == 'ps':
+        if self.task_type not in ('chief', 'worker'):
             return None
         offset = len(self.cluster.get('chief', ())) if self.task_type == 'worker' else 0
         return offset + self.task_index
@@ -149,6 +153,10 @@ def from_flags(ps_hosts, worker_hosts, job_name, task):
 
 def _checked(cluster, task_type, task_index, names):
     """A ClusterTask after checking every field; `names` says how errors name each."""
+    cluster = {job: addresses for job, addresses in cluster.items() if job != EVALUATOR}
+    if task_type == EVALUATOR and task_index != 0:
+        raise UsageError(f'{names["index"]} {task_index!r} is out of range: the {EVALUATOR} '
+                         'task has index 0')
     for job, addresses in cluster.items():
         if job not in TASK_TYPES:
             raise UsageError(f'{names["cluster"]} has job {job!r}: this trainer runs '
@@ -164,10 +172,10 @@ def _checked(cluster, task_type, task_index, names):
     if len(cluster.get('chief', ())) > 1:
         raise UsageError(f'{names["cluster"]} must have at most one chief, got '
                          f'{cluster["chief"]!r}')
-    if not isinstance(task_type, str) or task_type not in cluster:
+    if task_type != EVALUATOR and (not isinstance(task_type, str) or task_type not in cluster):
         raise UsageError(f'{names["type"]} {task_type!r} is not a job of the cluster '
                          f'(jobs: {", ".join(sorted(cluster))})')
-    tasks = len(cluster[task_type])
+    tasks = len(cluster.get(task_type, [None]))
     if isinstance(task_index, bool) or not isinstance(task_index, int) or not (
             0 <= task_index < tasks):
         raise UsageError(f'{names["index"]} {task_index!r} is out of range: the cluster has '

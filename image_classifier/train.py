@@ -14,21 +14,28 @@ import tf_slim as slim
 from deployment import (all_reduce, checkpoints, cluster, fileio, model_deploy, optimization,
                         training)
 from deployment.errors import UsageError
-from image_classifier import parts, runs
+from image_classifier import evaluate, parts, runs
 
 
 def train(config):
     """Trains as `config` (a TrainConfig) says; returns the final global step.
 
     Returns None when no step ran: train_dir's checkpoint was at the last step already, or
-    this process is a ps task, which serves the variables until SIGTERM instead. Raises
-    UsageError for a user's mistake found once the run starts (an unwritable train_dir, a
-    missing dataset or checkpoint), training.NonFiniteLossError if the loss diverges and,
-    in collective mode, errors.ClusterError when another worker stops answering.
+    this process is a ps task, which serves the variables until SIGTERM instead, or a
+    cluster's evaluator task, which evaluates train_dir's checkpoints as they appear until
+    the last step's (evaluate.evaluate_continuously). Raises UsageError for a user's
+    mistake found once the run starts (an unwritable train_dir, a missing dataset or
+    checkpoint), training.NonFiniteLossError if the loss diverges, errors.Interrupted after
+    SIGTERM or SIGINT (training.SignalStop) and, in collective mode, errors.ClusterError
+    when another worker stops answering.
     """
     run = config.cluster
     if run.is_ps:
         cluster.serve(run.cluster_task)
+        return None
+    if run.is_evaluator:
+        evaluate.evaluate_continuously(evaluate.evaluator_config(config),
+                                       last_step=config.schedule.max_number_of_steps or None)
         return None
     model = parts.classifier(config.data, config.model, is_training=True,
                              weight_decay=config.optimization.weight_decay)

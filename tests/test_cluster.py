@@ -78,6 +78,14 @@ def test_tf_config_without_a_chief_makes_worker_0_the_chief(task_type, index, re
     assert task.address == jobs[task_type][index]
 
 
+@pytest.mark.parametrize('jobs', [FULL_CLUSTER, {**FULL_CLUSTER, 'evaluator': ['e:2222']}])
+def test_tf_config_evaluator_task_is_outside_the_training_cluster(jobs):
+    task = cluster.from_tf_config(tf_config(jobs, {'type': 'evaluator', 'index': 0}))
+    assert (task.task_type, task.replica_index, task.is_chief) == ('evaluator', None, False)
+    assert task.cluster == FULL_CLUSTER
+    assert task.num_replicas == 3
+
+
 def test_tf_config_task_index_defaults_to_0():
     task = cluster.from_tf_config(tf_config(FULL_CLUSTER, {'type': 'worker'}))
     assert (task.task_type, task.task_index, task.replica_index) == ('worker', 0, 1)
@@ -118,8 +126,8 @@ TWO_WORKERS = {'worker': WORKERS, 'ps': PS}
      'TF_CONFIG task must be an object {"type": ..., "index": ...}, got {\'index\': 0}'),
     (tf_config(TWO_WORKERS, 'worker'),
      'TF_CONFIG task must be an object {"type": ..., "index": ...}, got \'worker\''),
-    (tf_config({**TWO_WORKERS, 'evaluator': ['eval:2222']}, {'type': 'worker'}),
-     "TF_CONFIG cluster has job 'evaluator': this trainer runs chief, worker, ps tasks"),
+    (tf_config({**TWO_WORKERS, 'master': ['m:2222']}, {'type': 'worker'}),
+     "TF_CONFIG cluster has job 'master': this trainer runs chief, worker, ps tasks"),
     (tf_config({'worker': WORKERS, 'ps': []}, {'type': 'worker'}),
      "TF_CONFIG cluster job 'ps' must be a non-empty list of host:port, got []"),
     (tf_config({'worker': 'worker0:2222'}, {'type': 'worker'}),
@@ -156,8 +164,10 @@ TWO_WORKERS = {'worker': WORKERS, 'ps': PS}
     (tf_config({'chief': ['c0:2222', 'c1:2222'], 'worker': WORKERS, 'ps': PS},
                {'type': 'chief'}),
      "TF_CONFIG cluster must have at most one chief, got ['c0:2222', 'c1:2222']"),
-    (tf_config(TWO_WORKERS, {'type': 'evaluator', 'index': 0}),
-     "TF_CONFIG task type 'evaluator' is not a job of the cluster (jobs: ps, worker)"),
+    (tf_config(TWO_WORKERS, {'type': 'master', 'index': 0}),
+     "TF_CONFIG task type 'master' is not a job of the cluster (jobs: ps, worker)"),
+    (tf_config(TWO_WORKERS, {'type': 'evaluator', 'index': 1}),
+     'TF_CONFIG task index 1 is out of range: the evaluator task has index 0'),
     (tf_config(TWO_WORKERS, {'type': 'chief', 'index': 0}),
      "TF_CONFIG task type 'chief' is not a job of the cluster (jobs: ps, worker)"),
     (tf_config(TWO_WORKERS, {'type': 'worker', 'index': 2}),
