@@ -3,8 +3,8 @@ input file) and the loss of another task of the cluster.
 
 Entry points print a UsageError as one line and exit with code 2, a ClusterError as one
 line with exit code 1, an Interrupted as one line with exit code 128 + its signal's number
-(143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and keeps its
-traceback (exit code 1).
+(143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and
+keeps its traceback (exit code 1).
 """
 
 

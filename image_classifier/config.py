@@ -252,7 +252,7 @@ class ClusterConfig:
         _check_int('worker_replicas', self.worker_replicas, 1)
         _check_int('num_ps_tasks', self.num_ps_tasks, 0)
         _check_int('replicas_to_aggregate', self.replicas_to_aggregate, 1)
-        if self.is_ps:
+        if self.is_ps or self.is_evaluator:
             return
         if not 0 <= self.task < self.worker_replicas:
             raise UsageError(f'--task must be in [0, --worker_replicas={self.worker_replicas}), '
@@ -294,6 +294,12 @@ class ClusterConfig:
     def is_ps(self):
         """Whether this process is a ps task (it serves the variables and trains nothing)."""
         return self.cluster_task is not None and self.cluster_task.task_type == 'ps'
+
+    @property
+    def is_evaluator(self):
+        """Whether this process is a cluster's evaluator task (it evaluates the chief's
+        checkpoints as they appear and trains nothing)."""
+        return self.cluster_task is not None and self.cluster_task.task_type == cluster.EVALUATOR
 
     @property
     def is_chief(self):
