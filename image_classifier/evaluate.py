@@ -112,10 +112,11 @@ def evaluate_continuously(config, last_step=None, on_evaluated=None):
     eval_dir/metrics.jsonl, to one info line and to on_evaluated(metrics) (None: nothing).
 
     The loop ends after the checkpoint of global step last_step (or a later one), or after
-    config.timeout seconds without a new checkpoint (None: no limit). last_step None: the
-    run's max_number_of_steps, from run_config.json in the train_dir; 0, or no record: only
-    the timeout ends the loop. Raises UsageError when config.checkpoint_path is a
-    checkpoint rather than a directory, or as evaluate() does.
+    config.timeout seconds without a new checkpoint (counted from the end of the last
+    evaluation, or the start; None: no limit). last_step None: the run's
+    max_number_of_steps, from run_config.json in the train_dir; 0, or no record: only the
+    timeout ends the loop. The train_dir need not exist yet. Raises UsageError when
+    config.checkpoint_path is a checkpoint rather than a directory, or as evaluate() does.
     """
     if config.eval_interval_secs is None:
         raise ValueError('evaluate_continuously needs config.eval_interval_secs')
