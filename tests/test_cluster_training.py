@@ -368,3 +368,16 @@ def test_port_in_use_is_one_line(digits_dir, tmp_path, busy_port, task_type):
     assert (f'error: cannot start the gRPC server of {task_type}:0 at {address} (is the port '
             'in use?)') in result.stderr
     assert 'Traceback' not in result.stderr
+
+
+def test_evaluator_task_evaluates_checkpoints_until_the_last_step(digits_dir, tmp_path):
+    train_dir = tmp_path / 'train'
+    code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2', '--evaluator',
+                                  args=train_args(train_dir, digits_dir, 200,
+                                                  '--save_interval_secs=2'))
+    assert code == 0, output[-3000:]
+    lines = (train_dir / 'eval' / 'metrics.jsonl').read_text().splitlines()
+    steps = [json.loads(line)['global_step'] for line in lines]
+    assert steps == sorted(set(steps)) and steps[-1] == 200
+    assert json.loads(lines[-1])['num_examples'] == 360  # The digits' test split.
+    assert any(line.startswith('[evaluator:0] ') for line in output.splitlines())
