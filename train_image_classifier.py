@@ -6,11 +6,14 @@ r"""Trains an image classifier as N data-parallel clones (TF-Slim's flags and se
 
 batch_size is per clone: one global step consumes batch_size x num_clones examples
 (x replicas_to_aggregate with --sync_replicas). Restarting the same command resumes from
-the latest checkpoint in train_dir; --checkpoint_path only seeds a train_dir that has none.
+the newest intact checkpoint in train_dir; --checkpoint_path only seeds a train_dir that has
+none. SIGTERM or Ctrl-C ends the step in flight, checkpoints it and exits 143 or 130 within
+--grace_period_secs.
 
 As a task of a cluster, named by TF_CONFIG or --ps_hosts/--worker_hosts/--job_name/--task,
-a ps task serves the variables until SIGTERM and a worker trains through its own server
-(the chief, worker 0, writes train_dir); `python -m deployment.launch` runs one locally.
+a ps task serves the variables until SIGTERM, a worker trains through its own server
+(the chief, worker 0, writes train_dir) and an evaluator task evaluates train_dir's
+checkpoints as they appear; `python -m deployment.launch` runs one locally.
 The work is image_classifier.train.train(TrainConfig); this script turns flags into the
 config.
 """
