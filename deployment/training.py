@@ -164,24 +164,24 @@ class MonitorHook(tf.train.SessionRunHook):
 class SignalStop:
     """SIGTERM and SIGINT, while entered in the main thread, as a request to stop training.
 
-    The first signal sets `signum` and calls each of `on_request` (in a thread of its own;
-    e.g. to release workers blocked on this one); training then stops after its step in
-    flight. A second signal, or `grace_secs` (seconds) passing after the first, ends the
+    The first signal sets `signum` and calls the callbacks given to on_request (each in a
+    thread of its own); training then stops after its step in flight. A second signal, or `grace_secs` (seconds) passing after the first, ends the
     process at once with exit code 128 + the first signal's number and one line on stderr.
     Entered in another thread, it handles no signal. `peer_signum`: the signal another
     worker received, when they agreed to stop together (StopHook); None otherwise.
     """
 
-    def __init__(self, grace_secs=GRACE_SECS, on_request=()):
+    def __init__(self, grace_secs=GRACE_SECS):
         self.grace_secs = grace_secs
         self.signum = None
         self.peer_signum = None
-        self._on_request = list(on_request)
+        self._callbacks = []
         self._handlers = {}
 
     def on_request(self, callback):
-        """Calls `callback()` when the first signal arrives."""
-        self._on_request.append(callback)
+        """Calls `callback()` when the first signal arrives (e.g. to release workers blocked
+        on this one)."""
+        self._callbacks.append(callback)
 
     def __enter__(self):
         if threading.current_thread() is not threading.main_thread():
@@ -231,7 +231,7 @@ class SignalStop:
             deadline = time.monotonic() + self.grace_secs
             logging.warning('Received %s: stopping after the step in flight (within %g s)',
                             signal.Signals(self.signum).name, self.grace_secs)
-            for callback in self._on_request:
+            for callback in self._callbacks:
                 threading.Thread(target=callback, daemon=True).start()
 
     def _exit(self, message):
