@@ -280,14 +280,14 @@ class StopHook(tf.train.SessionRunHook):
 
 def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=None, hooks=(),
           save_summaries_secs=600, save_interval_secs=600, config=None, independent=False,
-          resume_from=None, stop=None, stop_group=None):
+          stop=None, stop_group=None):
     """Runs `train_tensor` until `monitor` (a MonitorHook) stops it at its last step.
 
     The monitor runs before the chief's summary and checkpoint hooks (so a non-finite loss
     is never saved); `hooks` run (and end) after them. scaffold: a tf.train.Scaffold
     (summary op, fine-tuning init_fn), None for the default. The chief initializes the
-    variables or restores them from checkpoint `resume_from` (None: the latest in
-    train_dir, if any; see checkpoints.newest_intact); other workers wait for it, or with
+    variables or restores them from train_dir's latest checkpoint (see
+    checkpoints.resume_point for one that is unreadable); other workers wait for it, or with
     `independent` (variable_update='collective') initialize their own, which the graph's
     local init op then overwrites with the chief's. A session that fails is recreated
     (a ps task restarted), unless `independent`: aborted collectives cannot resume, and
@@ -309,16 +309,14 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
             all_hooks.append(tf.train.CheckpointSaverHook(
                 train_dir, save_secs=save_interval_secs, scaffold=scaffold))
     all_hooks += hooks
-    restore = ({'checkpoint_filename_with_path': resume_from} if resume_from else
-               {'checkpoint_dir': train_dir})
     with stop:
         if independent:
             session = tf.train.SingularMonitoredSession(
                 hooks=all_hooks, scaffold=scaffold, master=master, config=config,
-                **(restore if is_chief else {}))
+                checkpoint_dir=train_dir if is_chief else None)
         elif is_chief:
             session = tf.train.MonitoredSession(
-                tf.train.ChiefSessionCreator(scaffold, master, config, **restore),
+                tf.train.ChiefSessionCreator(scaffold, master, config, checkpoint_dir=train_dir),
                 hooks=all_hooks)
         else:
             session = tf.train.MonitoredSession(
