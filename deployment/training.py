@@ -147,6 +147,9 @@ class MonitorHook(tf.train.SessionRunHook):
             return
         if self._runs % (self._every_n_steps * self._runs_per_step):
             return
+        if step < self._last_global_step:  # A restarted chief restored an older checkpoint.
+            self._last_time, self._last_global_step, self._last_runs = now, step, self._runs
+            return
         elapsed = now - self._last_time
         examples_per_sec = (step - self._last_global_step) * self._examples_per_step / elapsed
         sec_per_step = elapsed * self._runs_per_step / (self._runs - self._last_runs)
@@ -332,13 +335,15 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
 
 def _interrupted(stop, global_step, checkpointed, train_dir):
     """The Interrupted for training that `stop` ended at `global_step` (None: before any
-    step), checkpointed in train_dir or not."""
+    step); when `checkpointed` in train_dir, it names the step of that checkpoint."""
     at = 'before its first step' if global_step is None else f'at global step {global_step}'
     if stop.signum is None:
         signum = stop.peer_signum
         return Interrupted(f'stopped {at} with the other workers, one of which received '
                            f'{signal.Signals(signum).name}', signum)
-    if checkpointed:
+    latest = tf.train.latest_checkpoint(train_dir) if checkpointed else None
+    if latest:  # Its step, which other workers' updates may have moved past global_step.
+        at = f'at global step {latest.rsplit("-", 1)[1]}'
         where = f'checkpointed in {train_dir}: rerun to resume from it'
     else:
         where = 'not checkpointed here'
