@@ -51,6 +51,8 @@ import threading
 import queue
 import time
 
+from arguments import at_least  # benchmarks/arguments.py
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = os.path.basename(__file__)
 SIGNALS = {'SIGKILL': signal.SIGKILL, 'SIGTERM': signal.SIGTERM}
@@ -565,16 +567,6 @@ def report(summary):
 
 
 # ---- Command line ----
-
-def at_least(minimum, kind=int):
-    """argparse type: a number >= minimum."""
-    def number(text):
-        value = kind(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f'must be >= {minimum}, got {value}')
-        return value
-    return number
-
 
 def signal_name(text):
     """'KILL', 'sigterm', 'SIGKILL' -> 'SIGKILL' or 'SIGTERM'; ValueError otherwise."""

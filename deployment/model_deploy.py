@@ -19,7 +19,7 @@ the parameter-server tasks, round-robin or by bytes (`ps_strategy`); or, with
 gradients all-reduced between the clones of one worker or of all (see replicas).
 
 Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
-our additions (clone_devices, ps_strategy, variable_update, placement_plan). Where this differs from the
+our additions (clone_devices, ps_strategy, variable_update, precision, xla, placement_plan). Where this differs from the
 original: it runs on TensorFlow 2.16+; every variable (resource or not, made by slim,
 tf.get_variable or tf.Variable) goes on the variables device; worker devices carry the
 replica's task, so `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where
@@ -36,6 +36,7 @@ from typing import Callable
 import tensorflow.compat.v1 as tf
 
 from deployment import accumulation, all_reduce, replicas, sync_batch_norm
+from deployment import precision as precision_lib
 from deployment.registry import Registry
 
 __all__ = [
@@ -236,6 +237,13 @@ class DeploymentConfig:
         with the mean and variance of the global batch, over all clones (and, with
         'collective', all workers), and its gradient flows through them (see
         deployment.sync_batch_norm); the clones must sit on distinct devices.
+      precision: the math of the training step, a name in precision.PRECISIONS: 'float32',
+        'bfloat16' or 'float16' (mixed precision: variables, losses, batch-norm statistics,
+        gradient sums and all-reduces stay float32). The sessions must turn on its graph
+        rewrite (training.session_config(precision=...)); with 'float16' deploy() also
+        scales the loss dynamically (precision.DynamicLossScale).
+      xla: compile each clone's forward and backward pass with XLA (its ops that XLA
+        can compile, under tf.xla.experimental.jit_scope).
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -248,7 +256,7 @@ class DeploymentConfig:
                  variable_update='parameter_server',
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
                  collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS, is_chief=None,
-                 sync_batch_norm=False):
+                 sync_batch_norm=False, precision='float32', xla=False):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -294,6 +302,11 @@ class DeploymentConfig:
         if ps_strategy not in PS_STRATEGIES:
             raise ValueError(f'ps_strategy must be one of {PS_STRATEGIES.names}, '
                              f'got {ps_strategy!r}')
+        if precision not in precision_lib.PRECISIONS:
+            raise ValueError(f'precision must be one of {precision_lib.PRECISIONS.names}, '
+                             f'got {precision!r}')
+        if not isinstance(xla, bool):
+            raise ValueError(f'xla must be True or False, got {xla!r}')
         self._num_clones = num_clones
         self._clone_on_cpu = clone_on_cpu
         self._replica_id = replica_id
@@ -308,6 +321,8 @@ class DeploymentConfig:
         self._collective_timeout_secs = float(collective_timeout_secs)
         self._is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
         self._sync_batch_norm = sync_batch_norm
+        self._precision = precision
+        self._xla = xla
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -323,6 +338,8 @@ class DeploymentConfig:
     collective_timeout_secs = property(lambda self: self._collective_timeout_secs)
     is_chief = property(lambda self: self._is_chief)
     sync_batch_norm = property(lambda self: self._sync_batch_norm)
+    precision = property(lambda self: self._precision)
+    xla = property(lambda self: self._xla)
 
     @property
     def replicated(self):
@@ -352,7 +369,8 @@ class DeploymentConfig:
                 f'variable_update={self._variable_update!r}, '
                 f'all_reduce_pack_bytes={self._all_reduce_pack_bytes}, '
                 f'collective_timeout_secs={self._collective_timeout_secs}, '
-                f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm})')
+                f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm}, '
+                f'precision={self._precision!r}, xla={self._xla})')
 
     def _check_clone_index(self, clone_index):
         if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
@@ -542,7 +560,8 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     the tasks count), with the ops colocated with them. When replicated, clone 0 makes the
     variables on its device and each other clone a copy of the trainable ones on its own
     (see deployment.replicas). With sync_batch_norm, the batch norms of the clones
-    normalize together (see deployment.sync_batch_norm).
+    normalize together (see deployment.sync_batch_norm). With xla, each clone's ops (and
+    later their gradients) are marked for XLA compilation.
     """
     _require_graph_mode('create_clones')
     args = args or []
@@ -567,7 +586,9 @@ def create_clones(config, model_fn, args=None, kwargs=None):
             clone_device = config.clone_device(i)
             with tf.device(clone_device), tf.device(place):
                 with _clone_variable_scope(i, copies), (
-                        batch_norms.building(i) if batch_norms else contextlib.nullcontext()):
+                        batch_norms.building(i) if batch_norms else contextlib.nullcontext()), (
+                        tf.xla.experimental.jit_scope() if config.xla
+                        else contextlib.nullcontext()):
                     outputs = model_fn(*args, **kwargs)
             clones.append(Clone(outputs, clone_scope, clone_device))
     if deferred:
@@ -670,7 +691,7 @@ def _sum_clones_gradients(clone_grads):
 
 
 def optimize_clones(clones, optimizer, regularization_losses=None, *,
-                    gradient_accumulation_steps=1, **kwargs):
+                    gradient_accumulation_steps=1, loss_scale=None, **kwargs):
     """Computes the total loss and the gradients summed over clones.
 
     Args:
@@ -681,6 +702,8 @@ def optimize_clones(clones, optimizer, regularization_losses=None, *,
       gradient_accumulation_steps: K, the micro-batches (runs) per update: the gradients
         are those of total_loss / K, to be summed over K runs before they are applied
         (accumulation.apply_every; deploy() does it).
+      loss_scale: a precision.DynamicLossScale: each clone's gradients are taken of its
+        scaled loss and unscaled (None: none).
       **kwargs: passed to optimizer.compute_gradients.
     Returns:
       (total_loss, [(gradient, variable)]); total_loss is a scalar named 'total_loss'.
@@ -703,7 +726,12 @@ def optimize_clones(clones, optimizer, regularization_losses=None, *,
             if gradient_accumulation_steps > 1:
                 loss = tf.math.divide(loss, float(gradient_accumulation_steps),
                                       name='micro_batch_loss')
-            clones_grads.append(optimizer.compute_gradients(loss, var_list=var_list, **kwargs))
+            if loss_scale:
+                clones_grads.append(loss_scale.unscaled(optimizer.compute_gradients(
+                    loss_scale.scaled(loss), var_list=var_list, **kwargs)))
+            else:
+                clones_grads.append(
+                    optimizer.compute_gradients(loss, var_list=var_list, **kwargs))
     if all(grads is None for grads in clones_grads):
         raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
                          'regularization losses: nothing to optimize')
@@ -744,6 +772,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     tf.train.SyncReplicasOptimizer, which aggregates gradients itself, ask it for K times
     more instead.
 
+    With config.precision 'float16' the gradients are those of the loss scaled by a
+    precision.DynamicLossScale (its variables are in the graph's precision.LOSS_SCALE
+    collection): an update with an Inf or NaN gradient is skipped, leaving the variables
+    and the global step as they were.
+
     When replicated, var_list, summarize_gradients and the batch-norm updates concern clone
     0's variables (the canonical ones; its update ops update the moving statistics all
     clones share) and its all-reduced gradients. With several workers ('collective'), the
@@ -757,28 +790,39 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         raise ValueError('gradient_accumulation_steps with a SyncReplicasOptimizer: it '
                          'aggregates gradients itself; give it replicas_to_aggregate x '
                          f'{gradient_accumulation_steps} instead')
+    loss_scaling = precision_lib.PRECISIONS[config.precision].loss_scaling
+    if loss_scaling and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+        raise ValueError(f'precision={config.precision!r} with a SyncReplicasOptimizer: '
+                         'the chief applies the aggregated gradients, which dynamic loss '
+                         'scaling cannot skip; use bfloat16 or asynchronous workers')
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
     clones = create_clones(config, model_fn, args, kwargs)
     copies = replicas.of(clones)
     first_clone = clones[0]
     update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
 
-    train_op = total_loss = None
+    train_op = total_loss = loss_scale = None
     with tf.device(config.optimizer_device()):
         if optimizer:
             with tf.device(config.variables_device()):
                 global_step = tf.train.get_or_create_global_step()
             if callable(var_list):
                 var_list = var_list()
+            loss_scale = precision_lib.DynamicLossScale() if loss_scaling else None
             total_loss, clones_gradients = optimize_clones(
                 clones, optimizer, var_list=var_list,
-                gradient_accumulation_steps=gradient_accumulation_steps)
+                gradient_accumulation_steps=gradient_accumulation_steps,
+                loss_scale=loss_scale)
             if summarize_gradients:
                 summaries.update(_add_gradients_summaries(
                     [(g, v) for g, v in clones_gradients if not copies or copies.is_canonical(v)]))
 
-            def apply(grads_and_vars):
+            def update(grads_and_vars):
                 return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+
+            def apply(grads_and_vars):  # Loss scaling skips it if a gradient is not finite.
+                return (loss_scale.apply_if_finite(grads_and_vars, update) if loss_scale
+                        else update(grads_and_vars))
 
             # Around apply_every's tf.cond: optimizers make their slots outside the branch
             # (under tf.init_scope), where this variable scope applies.
@@ -794,6 +838,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
         if total_loss is not None:
             summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
+        if loss_scale:
+            summaries.add(tf.summary.scalar('loss_scale', loss_scale.scale))
         summary_op = tf.summary.merge(sorted(summaries, key=lambda t: t.name),
                                       name='summary_op') if summaries else None
     if copies and config.num_replicas > 1:

@@ -16,6 +16,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from deployment import all_reduce
+from deployment import precision as precision_lib
 from deployment.errors import Interrupted, UsageError
 
 AUX_LOGITS_WEIGHT = 0.4  # Weight of the auxiliary head's loss (inception), as in slim.
@@ -35,12 +36,13 @@ class NonFiniteLossError(UsageError):
 
 
 def session_config(num_cpu_devices=None, log_device_placement=False, device_filters=None,
-                   collective_leader=None):
+                   collective_leader=None, precision='float32', remote=False):
     """A ConfigProto with soft placement (ops without a kernel on the requested device,
     e.g. no GPU kernel, fall back to the CPU), `num_cpu_devices` CPU devices (None:
-    TensorFlow's default of one), `device_filters` (None: every device of the cluster) and
+    TensorFlow's default of one), `device_filters` (None: every device of the cluster),
     the task that leads collective groups across processes (None: none, e.g.
-    '/job:worker/replica:0/task:0')."""
+    '/job:worker/replica:0/task:0') and the graph rewrite of `precision` (see
+    deployment.precision); `remote`: for a session through a gRPC server, or the server."""
     config = tf.ConfigProto(allow_soft_placement=True,
                             log_device_placement=log_device_placement,
                             device_filters=device_filters)
@@ -48,6 +50,7 @@ def session_config(num_cpu_devices=None, log_device_placement=False, device_filt
         config.device_count['CPU'] = num_cpu_devices
     if collective_leader:
         config.experimental.collective_group_leader = collective_leader
+    precision_lib.configure(config, precision, remote)
     return config
 
 
@@ -65,6 +68,9 @@ class MonitorHook(tf.train.SessionRunHook):
     micro-batches, x replicas_to_aggregate when sync), so examples/sec counts every
     worker's work. runs_per_step: runs of train_tensor per step here (the micro-batches of
     gradient accumulation): logging and sec/step count steps of that many runs.
+
+    With dynamic loss scaling (precision.LOSS_SCALE in the graph) every skipped update is
+    logged, with the lowered loss scale, and counted in `skipped_updates`.
 
     alone_from: for the chief of asynchronous workers that stop at this global step (None:
     not so). Once it is reached, the chief waits until the other workers' last updates have
@@ -85,10 +91,15 @@ class MonitorHook(tf.train.SessionRunHook):
 
     def begin(self):
         self._global_step = tf.train.get_global_step()
-        with tf.control_dependencies([self._train_tensor]):  # The step after the update.
-            step_after_update = tf.identity(self._global_step)
-        self._fetches = {'loss': self._train_tensor, 'learning_rate': self._learning_rate,
-                         'global_step': step_after_update}
+        after_update = {'global_step': self._global_step}
+        loss_scale = precision_lib.loss_scale_variables()
+        if loss_scale:
+            after_update.update(zip(('loss_scale', 'skipped_updates'), loss_scale))
+        with tf.control_dependencies([self._train_tensor]):  # Their values after the update.
+            self._fetches = {name: tf.identity(value) for name, value in after_update.items()}
+        self._fetches.update(loss=self._train_tensor, learning_rate=self._learning_rate)
+        self.skipped_updates = 0  # Updates dynamic loss scaling skipped in this process.
+        self._skipped_in_session = 0  # The count of the session's (local) variable.
         self.global_step = None  # The last global step seen, None before the first run.
         self._runs = 0  # Runs of train_tensor this process made.
         self._last_time = None
@@ -102,6 +113,7 @@ class MonitorHook(tf.train.SessionRunHook):
         return self._runs // self._runs_per_step
 
     def after_create_session(self, session, coord):
+        self._skipped_in_session = 0  # A new session initializes its local variables.
         step = session.run(self._global_step)
         if self._alone_from is not None and step >= self._alone_from:
             step = self._wait_for_others(session)
@@ -136,6 +148,13 @@ class MonitorHook(tf.train.SessionRunHook):
                 f'loss is {loss} at global step {step}: training stopped; the checkpoints '
                 'already in train_dir are kept (try a lower --learning_rate)')
         self._runs += 1
+        skipped = values.get('skipped_updates', 0)
+        if skipped > self._skipped_in_session:
+            self.skipped_updates += skipped - self._skipped_in_session
+            self._skipped_in_session = skipped
+            logging.warning('step %d: a gradient was Inf or NaN, update skipped; loss scale '
+                            'now %g (%d updates skipped here so far)', step,
+                            values['loss_scale'], self.skipped_updates)
         now = time.time()
         if self._alone_from is not None and step >= self._alone_from and not self._alone:
             step = self.global_step = self._wait_for_others(run_context.session)

@@ -20,6 +20,7 @@ import typing
 
 from datasets import dataset_factory
 from deployment import checkpoints, cluster, model_deploy, optimization, training
+from deployment.precision import PRECISIONS
 from deployment.errors import UsageError
 from nets import nets_factory
 from preprocessing import preprocessing_factory
@@ -130,9 +131,15 @@ class DevicesConfig:
     master: str = setting('', 'Address of the TensorFlow master (grpc://host:port); empty for '
                               'in-process.')
     log_device_placement: bool = setting(False, 'Log the device each op runs on.')
+    precision: str = setting(
+        'float32', 'The math of each step: float32, bfloat16 (mixed precision on CPUs with '
+        'bfloat16 instructions) or float16 (mixed precision on GPUs, with dynamic loss '
+        'scaling); variables, losses and checkpoints stay float32.')
+    xla: bool = setting(False, "Compile each clone's forward and backward pass with XLA.")
 
     def __post_init__(self):
         _check_int('num_clones', self.num_clones, 1)
+        PRECISIONS.check(self.precision)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -398,6 +405,10 @@ class TrainConfig(_RunConfig):
         if flag and self.devices.clone_on_cpu and self.devices.num_clones > 1:
             raise UsageError(f'{flag} all-reduces between clones on distinct devices, but '
                              f'--clone_on_cpu puts all {self.devices.num_clones} on CPU:0')
+        if PRECISIONS[self.devices.precision].loss_scaling and run.sync_replicas:
+            raise UsageError(f'--precision={self.devices.precision} and --sync_replicas are '
+                             'exclusive: the chief applies the aggregated gradients, which '
+                             'dynamic loss scaling cannot skip')
         if run.cluster_task and self.devices.master:
             raise UsageError(f'--master={self.devices.master!r} and a cluster (TF_CONFIG or '
                              '--worker_hosts) are exclusive: each task of a cluster trains '

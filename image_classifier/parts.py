@@ -4,8 +4,10 @@ benchmarks build them here, the same way."""
 import dataclasses
 from collections.abc import Callable
 
+from absl import logging
+
 from datasets import dataset_factory, dataset_utils, pipeline
-from deployment import model_deploy, training
+from deployment import model_deploy, precision, training
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 
@@ -64,7 +66,8 @@ def deployment(devices, cluster=None):
 
     On a machine without GPUs each clone gets a CPU device of its own (see
     training.clone_devices). In a cluster named by TF_CONFIG or flags, the worker's devices
-    are those of its own task (its job may be 'chief').
+    are those of its own task (its job may be 'chief'). Logs a warning when the precision
+    will run no faster than float32 here (precision.slowness).
     """
     clone_devices, num_cpu_devices = training.clone_devices(devices.num_clones,
                                                             devices.clone_on_cpu)
@@ -81,7 +84,12 @@ def deployment(devices, cluster=None):
             sync_batch_norm=cluster.sync_batch_norm)
     config = model_deploy.DeploymentConfig(num_clones=devices.num_clones,
                                            clone_on_cpu=devices.clone_on_cpu,
-                                           clone_devices=clone_devices, **replicas)
+                                           clone_devices=clone_devices,
+                                           precision=devices.precision, xla=devices.xla,
+                                           **replicas)
+    slow = precision.slowness(devices.precision, config.clone_device(0), precision.cpu_flags())
+    if slow:
+        logging.warning(slow)
     return config, num_cpu_devices
 
 
@@ -92,11 +100,13 @@ def session_target(devices, num_cpu_devices, cluster=None):
     collective ops, led by the chief)."""
     task = cluster.cluster_task if cluster is not None else None
     if task is None:
-        return devices.master, training.session_config(num_cpu_devices,
-                                                       devices.log_device_placement)
+        return devices.master, training.session_config(
+            num_cpu_devices, devices.log_device_placement, precision=devices.precision,
+            remote=bool(devices.master))
     leader = task.collective_leader if cluster.variable_update == 'collective' else None
-    server = task.start_server(training.session_config(num_cpu_devices,
-                                                       collective_leader=leader))
+    server = task.start_server(training.session_config(
+        num_cpu_devices, collective_leader=leader, precision=devices.precision, remote=True))
     return server.target, training.session_config(
         log_device_placement=devices.log_device_placement,
-        device_filters=task.device_filters(), collective_leader=leader)
+        device_filters=task.device_filters(), collective_leader=leader,
+        precision=devices.precision, remote=True)

@@ -105,8 +105,10 @@ def train(config):
     if final_step is None:
         logging.info('Nothing to train: the global step has reached %d already', last_step)
     else:
-        logging.info('Finished training at global step %d after %d steps here; checkpoints '
-                     'in %s', final_step, monitor.local_steps, config.train_dir)
+        logging.info('Finished training at global step %d after %d steps here%s; '
+                     'checkpoints in %s', final_step, monitor.local_steps,
+                     f' ({monitor.skipped_updates} updates skipped by loss scaling)'
+                     if monitor.skipped_updates else '', config.train_dir)
     return final_step
 
 

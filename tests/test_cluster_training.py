@@ -135,6 +135,21 @@ def test_collective_workers_synchronize_batch_norm_and_accumulate(digits_dir, tm
     assert checkpoint_step(tmp_path) == 3
 
 
+@pytest.mark.parametrize('num_ps_tasks, variable_update', [(1, 'parameter_server'),
+                                                          (0, 'collective')])
+def test_bfloat16_workers_train_through_their_servers(digits_dir, tmp_path, num_ps_tasks,
+                                                      variable_update):
+    """bfloat16 in sessions through a gRPC server (TensorFlow 2.21 fused a bfloat16
+    convolution there into an op without a bfloat16 kernel, until the remapper was off)."""
+    code, output = launch_cluster(
+        f'--num_ps_tasks={num_ps_tasks}', '--worker_replicas=2',
+        args=train_args(tmp_path, digits_dir, 20, f'--variable_update={variable_update}',
+                        '--precision=bfloat16'))
+    assert code == 0, output[-3000:]
+    assert checkpoint_step(tmp_path) == 20
+    assert_restores(tmp_path, 20)
+
+
 class Cluster:
     """ps + worker processes of train_image_classifier.py started directly (no launcher),
     so that a test can kill and restart one; each task's output goes to a log file."""
