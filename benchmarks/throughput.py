@@ -104,12 +104,6 @@ def setup_name(setup):
     return f'{KINDS[setup.kind].label} {setup.precision}' + (' xla' if setup.xla else '')
 
 
-Trainer = collections.namedtuple('Trainer', ['session', 'step', 'server', 'startup'])
-Trainer.__doc__ = """A worker process's initialized session, the fetch that trains one step
-and returns the loss, its tf.distribute.Server (None: none), kept alive, and its start-up
-times so far ({'import_secs', 'build_secs', 'init_secs'})."""
-
-
 class BenchmarkError(Exception):
     """A process of the benchmark failed or stopped answering; the message is one line."""
 

@@ -19,9 +19,10 @@ the parameter-server tasks, round-robin or by bytes (`ps_strategy`); or, with
 gradients all-reduced between the clones of one worker or of all (see replicas).
 
 Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
-our additions (clone_devices, ps_strategy, variable_update, precision, xla, placement_plan). Where this differs from the
-original: it runs on TensorFlow 2.16+; every variable (resource or not, made by slim,
-tf.get_variable or tf.Variable) goes on the variables device; worker devices carry the
+our additions (clone_devices, ps_strategy, variable_update, precision, xla,
+placement_plan). Where this differs from the original: it runs on TensorFlow 2.16+; every
+variable (resource or not, made by slim, tf.get_variable or tf.Variable) goes on the
+variables device; worker devices carry the
 replica's task, so `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where
 slim's is '/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
 clones may run on any list of devices; summaries made inside model_fn sit on the CPU; bad

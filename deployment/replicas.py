@@ -195,10 +195,12 @@ class Replicas:
 
     def sync_op(self, group):
         """The op run after the variables are initialized or restored, on every worker:
-        TensorFlow's default local init op (local variables, tables), then the global variables of the source worker
-        (the chief) broadcast over `group` (one member per worker), then every copy set to
-        its canonical variable again. It becomes the graph's LOCAL_INIT_OP, which
-        tf.train.MonitoredSession runs; local variables made after it are not in it."""
+        TensorFlow's default local init op (local variables, tables), then the global
+        variables of the source worker (the chief) broadcast over `group` (one member per
+        worker), then every copy set to its canonical variable again. It becomes the
+        graph's LOCAL_INIT_OP, which tf.train.MonitoredSession runs; local variables made
+        after it are not in it.
+        """
         with tf.control_dependencies([tf.train.Scaffold.default_local_init_op()]):
             received = all_reduce.broadcast([tf.global_variables()], group, self._pack_bytes)
         pairs = [(canonical, copy) for copies in self._copies[1:]

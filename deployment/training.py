@@ -187,10 +187,11 @@ class SignalStop:
     """SIGTERM and SIGINT, while entered in the main thread, as a request to stop training.
 
     The first signal sets `signum` and calls the callbacks given to on_request (each in a
-    thread of its own); training then stops after its step in flight. A second signal, or `grace_secs` (seconds) passing after the first, ends the
-    process at once with exit code 128 + the first signal's number and one line on stderr.
-    Entered in another thread, it handles no signal. `peer_signum`: the signal another
-    worker received, when they agreed to stop together (StopHook); None otherwise.
+    thread of its own); training then stops after its step in flight. A second signal, or
+    `grace_secs` (seconds) passing after the first, ends the process at once with exit code
+    128 + the first signal's number and one line on stderr. Entered in another thread, it
+    handles no signal. `peer_signum`: the signal another worker received, when they agreed
+    to stop together (StopHook); None otherwise.
     """
 
     def __init__(self, grace_secs=GRACE_SECS):
