@@ -232,6 +232,7 @@ def test_sigterm_to_a_sync_replicas_job_releases_every_worker(digits_dir, tmp_pa
     stopped = checkpoint_step(train_dir)
     assert (f'[worker:0] train_image_classifier.py: stopped by SIGTERM at global step '
             f'{stopped}; checkpointed') in output
-    assert re.search(r'^\[worker:1\] train_image_classifier.py: stopped by SIGTERM at global '
-                     r'step \d+', output, re.MULTILINE), output[-3000:]
+    # Worker 1 may still be starting (the chief's steps need no other worker's gradients).
+    assert re.search(r'^\[worker:1\] train_image_classifier.py: stopped by SIGTERM (at global '
+                     r'step \d+|before its first step)', output, re.MULTILINE), output[-3000:]
     assert 'exiting now' not in output  # Nobody needed the grace period's end.
