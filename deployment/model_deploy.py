@@ -727,12 +727,9 @@ def optimize_clones(clones, optimizer, regularization_losses=None, *,
             if gradient_accumulation_steps > 1:
                 loss = tf.math.divide(loss, float(gradient_accumulation_steps),
                                       name='micro_batch_loss')
-            if loss_scale:
-                clones_grads.append(loss_scale.unscaled(optimizer.compute_gradients(
-                    loss_scale.scaled(loss), var_list=var_list, **kwargs)))
-            else:
-                clones_grads.append(
-                    optimizer.compute_gradients(loss, var_list=var_list, **kwargs))
+            grads = optimizer.compute_gradients(loss_scale.scaled(loss) if loss_scale else loss,
+                                                var_list=var_list, **kwargs)
+            clones_grads.append(loss_scale.unscaled(grads) if loss_scale else grads)
     if all(grads is None for grads in clones_grads):
         raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
                          'regularization losses: nothing to optimize')
