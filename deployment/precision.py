@@ -24,20 +24,26 @@ LOSS_SCALE = 'loss_scale'
 class Precision:
     """rewrite: the RewriterConfig field of the graph rewrite (None: none); device_type:
     the devices whose ops it converts ('CPU', 'GPU'; None: none); loss_scaling: whether the
-    gradients need dynamic loss scaling; cpu_flags: /proc/cpuinfo flags, any of which makes
-    the CPU run it fast (empty: no CPU does); remote_fusion: whether the graph optimizer may
+    gradients need dynamic loss scaling; rewrite_cpu_flags: /proc/cpuinfo flags, one of which
+    TensorFlow needs to rewrite CPU ops at all (empty: none); cpu_flags: those, one of which
+    makes the CPU run the rewritten ops fast (empty: no CPU does); remote_fusion: whether the
+    graph optimizer may
     fuse ops in sessions through a gRPC server (on TensorFlow 2.21 it fuses a bfloat16
     convolution, bias and activation there into an op with no bfloat16 CPU kernel)."""
     rewrite: str | None = None
     device_type: str | None = None
     loss_scaling: bool = False
+    rewrite_cpu_flags: tuple[str, ...] = ()
     cpu_flags: tuple[str, ...] = ()
     remote_fusion: bool = True
 
 
 PRECISIONS = Registry('precision', {
     'float32': Precision(),
+    # TensorFlow rewrites to bfloat16 only where oneDNN runs it (IsBF16SupportedByOneDNN-
+    # OnThisCPU: AVX512F or AVX-NE-CONVERT), natively with AVX512_BF16 or AMX_BF16.
     'bfloat16': Precision('auto_mixed_precision_onednn_bfloat16', 'CPU',
+                          rewrite_cpu_flags=('avx512f', 'avx_ne_convert'),
                           cpu_flags=('avx512_bf16', 'amx_bf16'), remote_fusion=False),
     'float16': Precision('auto_mixed_precision', 'GPU', loss_scaling=True),
 })
@@ -66,6 +72,14 @@ def cpu_flags():
     return None
 
 
+def rewrites(precision, flags):
+    """Whether TensorFlow rewrites `precision`'s ops on a CPU with these instruction `flags`
+    (cpu_flags(); None: unknown, taken to be able to); True for precisions that rewrite
+    other devices' ops."""
+    needed = PRECISIONS[precision].rewrite_cpu_flags
+    return not needed or flags is None or bool(flags.intersection(needed))
+
+
 def slowness(precision, clone_device, flags):
     """One line saying why `precision` will run no faster than float32 here, or None.
 
@@ -80,6 +94,11 @@ def slowness(precision, clone_device, flags):
                 f'clones run on {device_type}s: the step stays float32, no faster than '
                 '--precision=float32'
                 + ('; use --precision=float16 on GPUs' if device_type == 'GPU' else ''))
+    if not rewrites(precision, flags):
+        return (f'--precision={precision}: this CPU has none of the '
+                f'{", ".join(entry.rewrite_cpu_flags)} instructions TensorFlow needs to '
+                f'rewrite to {precision}: the step stays float32, no faster than '
+                '--precision=float32')
     if entry.cpu_flags and flags is not None and not flags.intersection(entry.cpu_flags):
         return (f'--precision={precision}: this CPU lacks the '
                 f'{" and ".join(entry.cpu_flags)} instructions, so {precision} runs emulated, '
