@@ -8,11 +8,13 @@ tested (setup.py's upper bound keeps pip from installing one), it first warns on
 
 `import deployment` calls repair_before_tf_slim(): the repairs run right before tf_slim is
 first imported (or at once if it already is), so importing the package alone imports no
-TensorFlow and tools that need none, like the launcher, start at once.
+TensorFlow and tools that need none, like the launcher, start at once. It also calls
+prefer_tf_keras(): TensorFlow 2.16+ makes tf.keras Keras 3, which has no TF1 layers.
 """
 import functools
 import importlib
 import importlib.util
+import os
 import sys
 import warnings
 
@@ -108,6 +110,13 @@ class _RepairBeforeTfSlim:
         if name == 'tf_slim':
             repair()
         return None
+
+
+def prefer_tf_keras():
+    """Makes tf.keras and tf.compat.v1.layers resolve to tf-keras (Keras 2), which TF1 graphs
+    need, unless the user chose with TF_USE_LEGACY_KERAS. TensorFlow reads the variable when
+    each is first used, so this works for those not used yet."""
+    os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
 
 
 def repair_before_tf_slim():

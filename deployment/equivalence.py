@@ -30,7 +30,7 @@ import re
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from deployment import cluster, launch, model_deploy, training
+from deployment import cluster, launch, model_deploy, sharing, training
 from deployment.errors import UsageError
 
 # Defaults of check()'s tolerances. Equivalent deployments measured: relative differences
@@ -133,7 +133,8 @@ class Result:
 
 def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_workers=1,
           sync_batch_norm=False, gradient_accumulation_steps=1, learning_rate=LEARNING_RATE,
-          rtol=RTOL, atol=ATOL, noise_margin=NOISE_MARGIN, seed=0, timeout_secs=TIMEOUT_SECS):
+          rtol=RTOL, atol=ATOL, noise_margin=NOISE_MARGIN, seed=0, timeout_secs=TIMEOUT_SECS,
+          setup=None):
     """Trains one step of `model_fn` deployed and as a single clone; returns the Result.
 
     inputs: numpy arrays (or one), leading dimension the global batch, a multiple of
@@ -149,6 +150,9 @@ def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_
     seed: the graph seed of the single clone's initial values, which both models start
       from, and of the reordering.
     timeout_secs: how long a collective op waits for the other workers.
+    setup: None, or a function called without arguments in each graph the check builds,
+      before model_fn: it builds what model_fn only calls, made once for all clones, such as
+      a Keras model (model_fn finds the graph's by tf.get_default_graph()).
     Raises UsageError when the batch does not split so, or model_fn adds no loss or draws
     random numbers in the step (e.g. dropout: the two models would draw different ones).
     """
@@ -160,11 +164,12 @@ def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_
             f'inputs must share a leading dimension (the global batch) that is a positive '
             f'multiple of num_workers x gradient_accumulation_steps x num_clones = {slices}, '
             f'got shapes {[x.shape for x in inputs]}')
-    reference = _Reference(model_fn, inputs, learning_rate, seed)
+    setup = setup or (lambda: None)
+    reference = _Reference(model_fn, inputs, learning_rate, seed, setup)
     workers = _run_workers(model_fn, inputs, reference.initial, dict(
         num_clones=num_clones, variable_update=variable_update, num_replicas=num_workers,
         sync_batch_norm=sync_batch_norm, collective_timeout_secs=timeout_secs),
-        gradient_accumulation_steps, learning_rate)
+        gradient_accumulation_steps, learning_rate, setup)
     single, *reordered = reference.steps
 
     def compare(name, deployed, key, initial=None):
@@ -250,7 +255,8 @@ class _Step:
 
 
 class _Reference:
-    """model_fn once on the whole batch, in a graph of its own, seeded by `seed`.
+    """model_fn once on the whole batch, in a graph of its own (after `setup()`), seeded by
+    `seed`, built as create_clones builds one clone (so its Keras layers' updates run too).
 
     initial: {name: value} of the global variables before the step. steps: the _Step of
     one SGD step from them on the batch in order, then in reverse and in a permutation
@@ -260,11 +266,13 @@ class _Reference:
     then the update ops (batch norm's moving statistics), then SGD applying the gradients.
     """
 
-    def __init__(self, model_fn, inputs, learning_rate, seed):
+    def __init__(self, model_fn, inputs, learning_rate, seed, setup):
         with tf.Graph().as_default() as graph:
             tf.set_random_seed(seed)
             feeds = [tf.placeholder(x.dtype, x.shape) for x in inputs]
-            model_fn(*feeds)
+            setup()
+            with sharing.CloneVariables(['']).building(0):  # As deploy() builds one clone.
+                model_fn(*feeds)
             losses = tf.losses.get_losses()
             if not losses:
                 raise UsageError('model_fn added no loss to tf.GraphKeys.LOSSES')
@@ -380,9 +388,10 @@ class _Worker:
     run (one slice of each of `inputs` per clone), starting from the values `initial`."""
 
     def __init__(self, model_fn, inputs, micro_batch, initial, config,
-                 gradient_accumulation_steps, learning_rate):
+                 gradient_accumulation_steps, learning_rate, setup):
         self.graph = tf.Graph()
         with self.graph.as_default():
+            setup()
             with tf.device(config.inputs_device()):
                 self._feeds = [tf.placeholder(x.dtype, (micro_batch,) + x.shape[1:])
                                for x in inputs]
@@ -426,7 +435,7 @@ class _Worker:
 
 
 def _run_workers(model_fn, inputs, initial, config_args, gradient_accumulation_steps,
-                 learning_rate):
+                 learning_rate, setup):
     """Builds and trains each worker's deployed model; returns their _Trained, in order.
     config_args: DeploymentConfig's (num_replicas: the workers). Worker w takes the w-th
     of equal parts of the batch, in micro-batches. Several workers run in threads, each
@@ -440,7 +449,7 @@ def _run_workers(model_fn, inputs, initial, config_args, gradient_accumulation_s
     devices = [f'/device:CPU:{i}' for i in range(num_clones)]
     workers = [_Worker(model_fn, inputs, micro_batch, initial, model_deploy.DeploymentConfig(
         clone_devices=devices, replica_id=w, **config_args), gradient_accumulation_steps,
-        learning_rate) for w in range(num_workers)]
+        learning_rate, setup) for w in range(num_workers)]
     if num_workers == 1:
         config = training.session_config(num_cpu_devices=num_clones)
         with tf.Session(graph=workers[0].graph, config=config) as session:

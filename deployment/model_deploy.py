@@ -36,7 +36,7 @@ from typing import Callable
 
 import tensorflow.compat.v1 as tf
 
-from deployment import accumulation, all_reduce, replicas, sync_batch_norm
+from deployment import accumulation, all_reduce, replicas, sharing, sync_batch_norm
 from deployment import precision as precision_lib
 from deployment.registry import Registry
 
@@ -580,22 +580,23 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     copies = _replicas(config, group) if config.replicated else None
     batch_norms = (sync_batch_norm.SyncBatchNorm(group)
                    if config.sync_batch_norm and group.size > 1 else None)
-    trainable_before = tf.trainable_variables()
+    variables = sharing.CloneVariables([config.clone_scope(i) for i in range(config.num_clones)])
     clones = []
     for i in range(config.num_clones):
         with tf.name_scope(config.clone_scope(i)) as clone_scope:
             clone_device = config.clone_device(i)
             with tf.device(clone_device), tf.device(place):
-                with _clone_variable_scope(i, copies), (
+                with variables.building(i) as ops, (
                         batch_norms.building(i) if batch_norms else contextlib.nullcontext()), (
                         tf.xla.experimental.jit_scope() if config.xla
                         else contextlib.nullcontext()):
                     outputs = model_fn(*args, **kwargs)
-            clones.append(Clone(outputs, clone_scope, clone_device))
+        if copies and i:
+            copies.localize(i, ops)
+        clones.append(Clone(outputs, clone_scope, clone_device))
     if deferred:
         _place_pending_variables(tf.get_default_graph(), config)
     if copies:
-        copies.check_variables(trainable_before)
         copies.register(clones)
     return clones
 
@@ -612,16 +613,9 @@ def _clones_group(config):
 
 def _replicas(config, group):
     """The Replicas of a replicated config: its clones, all-reducing over `group`."""
-    return replicas.Replicas([config.clone_scope(i) for i in range(config.num_clones)], group,
-                             config.all_reduce_pack_bytes, config.num_replicas)
-
-
-def _clone_variable_scope(clone_index, copies):
-    """The variable scope clone `clone_index` is built in: the first makes the variables
-    and the others reuse them, or with `copies` (Replicas) get copies of them."""
-    if copies:
-        return copies.building(clone_index)
-    return tf.variable_scope(tf.get_variable_scope(), reuse=True if clone_index > 0 else None)
+    return replicas.Replicas([config.clone_scope(i) for i in range(config.num_clones)],
+                             group.local_devices, group, config.all_reduce_pack_bytes,
+                             config.num_replicas)
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):

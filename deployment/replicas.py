@@ -1,14 +1,17 @@
 """Replicated variables: each clone's device holds its own copy of every trainable variable,
 the clones' gradients are all-reduced and every copy applies the same update.
 
-Clone 0 makes the canonical variables, under the names parameter-server mode gives them
-(and slim's checkpoints have); clone i > 0 gets a copy of each trainable one named
-'clone_i/<name>' on its own device. Copies, and their optimizer slots, are local variables
-initialized from the canonical values (after those are initialized or restored), so
-checkpoints, tf.global_variables(), tf.trainable_variables(), slim.get_model_variables()
-and everything built from them (savers, moving averages, summaries, fine-tuning) see the
-canonical variables only. Non-trainable variables (batch norm's moving statistics) are
-not copied: the clones share clone 0's, as in parameter-server mode.
+create_clones builds every clone on clone 0's variables (see deployment.sharing), the
+canonical ones, under the names parameter-server mode gives them (and slim's checkpoints
+have). Then localize() gives clone i > 0 a copy of each trainable variable its ops read,
+named 'clone_i/<name>', on its own device, and makes those ops read the copy: whatever
+made the variable (tf.get_variable, Keras, tf.Variable, a model built before the clones).
+Copies, and their optimizer slots, are local variables initialized from the canonical
+values (after those are initialized or restored), so checkpoints, tf.global_variables(),
+tf.trainable_variables(), slim.get_model_variables() and everything built from them
+(savers, moving averages, summaries, fine-tuning) see the canonical variables only.
+Non-trainable variables (batch norm's moving statistics) are not copied: the clones share
+clone 0's, as in parameter-server mode.
 """
 import contextlib
 import weakref
@@ -16,6 +19,7 @@ import weakref
 import tensorflow.compat.v1 as tf
 
 from deployment import all_reduce
+from deployment.errors import UsageError
 
 # graph -> {clone scopes: Replicas}, for optimize_clones to find those of its clones.
 _REPLICAS = weakref.WeakKeyDictionary()
@@ -26,31 +30,23 @@ def of(clones):
     return _REPLICAS.get(tf.get_default_graph(), {}).get(tuple(c.scope for c in clones))
 
 
-def _read(variable):
-    """An initializer (for tf.get_variable) giving `variable`'s value when it runs, read on
-    `variable`'s device (not colocated with the variable being initialized)."""
-    def initializer(shape, dtype=None, partition_info=None):
-        with tf.colocate_with(variable, ignore_existing=True):
-            return variable.read_value()
-    return initializer
-
-
 class Replicas:
     """The copies of one deployment's variables and the group that all-reduces gradients.
 
     clone_scopes: each local clone's name scope, without the trailing slash ('clone_1').
+    clone_devices: each local clone's device, where its copies live.
     group: an all_reduce.Group of every clone of every worker, this worker's in order.
     pack_bytes: the pack size of the gradient all-reduces (see all_reduce.pack_plan).
     num_workers: workers summing their clones' gradients; the sums are divided by it, so
       the update is the gradient of the mean loss over every worker's batch.
     """
 
-    def __init__(self, clone_scopes, group, pack_bytes, num_workers):
+    def __init__(self, clone_scopes, clone_devices, group, pack_bytes, num_workers):
         self._scopes = list(clone_scopes)
+        self._devices = list(clone_devices)
         self._group = group
         self._pack_bytes = pack_bytes
         self._num_workers = num_workers
-        self._canonical = {}  # Name -> the variable clone 0's model_fn got under it.
         self._copies = [{} for _ in clone_scopes]  # Per clone: canonical -> copy.
         self._slot_copies = []  # (canonical slot, slot of a copy).
 
@@ -58,62 +54,47 @@ class Replicas:
         """Makes `clones` (create_clones' list) findable by of()."""
         _REPLICAS.setdefault(tf.get_default_graph(), {})[tuple(c.scope for c in clones)] = self
 
-    @contextlib.contextmanager
-    def building(self, clone_index):
-        """The variable scope clone `clone_index` is built in. Clone 0's records the
-        canonical variables; the others' give copies of the trainable ones, and the
-        regularization losses made there (tf.layers adds one for each new variable) are
-        dropped: they count once, from clone 0, as in parameter-server mode."""
-        losses = tf.get_collection_ref(tf.GraphKeys.REGULARIZATION_LOSSES)
-        count = len(losses)
-        with tf.variable_scope(tf.get_variable_scope(), reuse=True if clone_index else None,
-                               custom_getter=self._getter(clone_index)):
-            yield
-        if clone_index:
-            del losses[count:]
+    def localize(self, clone_index, ops):
+        """Makes `ops`, those clone `clone_index` > 0 built, use its copy of each trainable
+        variable they read (made on first need) instead of the canonical variable."""
+        variables = {}  # Ref of what an op reads a trainable resource variable through.
+        for variable in tf.trainable_variables():
+            if not _is_resource(variable):
+                continue
+            variables[variable.handle.ref()] = variable
+        reads = {}  # Canonical -> a read of its copy, for reads made outside the clone.
+        built = set(ops)
+        for op in ops:
+            for index, tensor in enumerate(op.inputs):
+                variable = variables.get(tensor.ref())
+                if variable is not None:  # The handle: reads and writes in the clone.
+                    op._update_input(index, self._copy(clone_index, variable).handle)
+                    continue
+                read = tensor.op
+                if read.type != 'ReadVariableOp' or read in built:
+                    continue
+                variable = variables.get(read.inputs[0].ref())
+                if variable is not None:  # A read made before the clone, e.g. at creation.
+                    if variable not in reads:
+                        with tf.device(self._devices[clone_index]), tf.name_scope(None):
+                            reads[variable] = self._copy(clone_index, variable).read_value()
+                    op._update_input(index, reads[variable])
+        refs = sorted(v.op.name for v in tf.trainable_variables() if not _is_resource(v) and
+                      any(c in built for t in (v.op.outputs[0], v.value()) for c in t.consumers()))
+        if refs:
+            raise UsageError(f'clone {clone_index} of model_fn reads {refs[0]!r}, a reference '
+                             '(not resource) variable, which replicated variable updates '
+                             'cannot copy: make it with use_resource=True')
 
-    def _getter(self, clone_index):
-        """Clone `clone_index`'s custom getter (see building)."""
-        if clone_index == 0:
-            def record(getter, name, **kwargs):
-                self._canonical[name] = getter(name, **kwargs)
-                return self._canonical[name]
-            return record
-        scope, copies = self._scopes[clone_index], self._copies[clone_index]
-
-        def copy(getter, name, **kwargs):
-            canonical = self._canonical.get(name)
-            if canonical is None:
-                raise ValueError(f'clone {clone_index} of model_fn asked for variable {name!r}, '
-                                 'which clone 0 did not: every call must make the same '
-                                 'variables')
-            if not canonical.trainable:
-                return canonical
-            if canonical not in copies:
-                copies[canonical] = self._local_copy(getter, f'{scope}/{name}', canonical,
-                                                     kwargs)
-            return copies[canonical]
-        return copy
-
-    @staticmethod
-    def _local_copy(getter, name, canonical, kwargs):
-        """A local resource variable `name` initialized from `canonical`, on the current
-        device, not trainable and without regularizer (the loss counts clone 0's)."""
-        kwargs.update(shape=canonical.shape, dtype=canonical.dtype.base_dtype,
-                      initializer=_read(canonical), regularizer=None, trainable=False,
-                      collections=[tf.GraphKeys.LOCAL_VARIABLES], reuse=False,
-                      use_resource=True, partitioner=None, caching_device=None)
-        return getter(name, **kwargs)
-
-    def check_variables(self, trainable_before):
-        """ValueError if model_fn made trainable variables without tf.get_variable (e.g. with
-        tf.Variable), which cannot be copied; trainable_before: those that existed before."""
-        made = set(tf.trainable_variables()) - set(trainable_before)
-        strays = sorted(v.op.name for v in made - set(self._canonical.values()))
-        if strays:
-            raise ValueError(f'replicated variables need model_fn to make its variables with '
-                             f'tf.get_variable (as slim and tf.layers do); {strays[:3]} were '
-                             'made otherwise')
+    def _copy(self, clone_index, canonical):
+        """Clone `clone_index`'s copy of `canonical`, made at first call: a local resource
+        variable on the clone's device, not trainable, initialized from `canonical`."""
+        copies = self._copies[clone_index]
+        if canonical not in copies:
+            with tf.device(self._devices[clone_index]), tf.name_scope(None):
+                copies[canonical] = _local_copy(
+                    f'{self._scopes[clone_index]}/{canonical.op.name}', canonical)
+        return copies[canonical]
 
     def copy_of(self, clone_index, variable):
         """Clone `clone_index`'s copy of canonical `variable` (itself if not copied)."""
@@ -185,7 +166,7 @@ class Replicas:
             if canonical is None:
                 raise ValueError(f'the optimizer made slot {name!r} before the slot '
                                  f'{canonical_name!r} of the canonical variable')
-            copy = self._local_copy(getter, name, canonical, kwargs)
+            copy = _local_copy(name, canonical)
             self._slot_copies.append((canonical, copy))
             return copy
 
@@ -208,3 +189,21 @@ class Replicas:
         with tf.control_dependencies([received]):
             return tf.group(*[copy.assign(canonical.read_value()) for canonical, copy in pairs],
                             name='sync_replicas')
+
+
+def _is_resource(variable):
+    """Whether `variable` is a resource variable (TensorFlow 2's kind), not a reference one."""
+    return variable.op.type == 'VarHandleOp'
+
+
+def _local_copy(name, canonical):
+    """A local resource variable named `name` (from the root name scope), on the current
+    device, not trainable, set to `canonical`'s value when initialized."""
+    def initial_value():
+        with tf.colocate_with(canonical, ignore_existing=True):  # Read where it lives.
+            return canonical.read_value()
+
+    with tf.name_scope(None):
+        return tf.Variable(initial_value, trainable=False, name=name, use_resource=True,
+                           collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                           dtype=canonical.dtype.base_dtype, shape=canonical.shape)

@@ -56,7 +56,8 @@ class SyncBatchNorm:
         if clone_index and self._calls != len(self._keys):
             raise ValueError(f'clone {clone_index} of model_fn normalized {self._calls} '
                              f'batches, clone 0 {len(self._keys)}: with sync_batch_norm '
-                             'every clone must build the same batch norms')
+                             'every clone must build the same batch norms (build a Keras '
+                             'model before deploy(), not at the first call of model_fn)')
 
     def _next_keys(self):
         """The instance keys of the clone's next synchronized call."""

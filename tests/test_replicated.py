@@ -6,6 +6,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from deployment import all_reduce
+from deployment.errors import UsageError
 from deployment.model_deploy import DeploymentConfig, deploy, placement_plan
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
@@ -231,13 +232,13 @@ def test_gpu_placement_of_copies_and_all_reduces():
         assert sorted(reduces) == ['/device:GPU:0', '/device:GPU:1']
 
 
-def test_variables_made_without_get_variable_are_refused():
+def test_reference_variables_are_refused():
     def model_fn():
-        weight = tf.Variable(1.0, name='plain')
+        weight = tf.get_variable('weight', [], use_resource=False)
         tf.losses.add_loss(tf.square(weight))
     with tf.Graph().as_default():
-        with pytest.raises(ValueError, match=r"make its variables with tf.get_variable.*"
-                                             r"\['clone_0/plain'"):
+        with pytest.raises(UsageError, match=r"^clone 1 of model_fn reads 'weight', a reference "
+                                             r'\(not resource\) variable.*use_resource=True$'):
             deploy(DeploymentConfig(num_clones=2, clone_devices=DEVICES,
                                     variable_update='replicated'),
                    model_fn, optimizer=tf.train.GradientDescentOptimizer(0.1))
