@@ -437,7 +437,8 @@ def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
     mode = show('variable_update', variable_update)
     if variable_update == 'parameter_server' and num_replicas > 1 and not num_ps_tasks:
         return (f'{show("num_replicas", num_replicas)} needs ps tasks to hold the shared '
-                f'variables, or {show("variable_update", "collective")}')
+                f'variables ({show("num_ps_tasks", num_ps_tasks)}), or '
+                f'{show("variable_update", "collective")}')
     if variable_update != 'parameter_server' and num_ps_tasks:
         return (f'{mode} keeps the variables on the clones: it takes no ps tasks, got '
                 f'{show("num_ps_tasks", num_ps_tasks)}')

@@ -68,9 +68,12 @@ def num_classes(dataset_name, labels_offset):
     return info.num_classes - labels_offset
 
 
-def input_channels(dataset_name, use_grayscale):
-    """Channels of the images the model takes: 1 with use_grayscale, else the dataset's."""
-    return 1 if use_grayscale else dataset_factory.get_info(dataset_name).channels
+def input_channels(dataset_name, model):
+    """Channels of the images the network of `model` (a ModelConfig) takes from
+    `dataset_name`'s: those its preprocessing gives."""
+    return preprocessing_factory.output_channels(
+        model.preprocessing_name or model.model_name,
+        dataset_factory.get_info(dataset_name).channels, model.use_grayscale)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +128,7 @@ class ModelConfig:
 @dataclasses.dataclass(frozen=True)
 class DevicesConfig:
     """Where a worker's clones run."""
-    num_clones: int = setting(2, 'Model clones per worker, one per GPU (without GPUs, each '
+    num_clones: int = setting(1, 'Model clones per worker, one per GPU (without GPUs, each '
                                  'clone gets a CPU device of its own).')
     clone_on_cpu: bool = setting(False, "Put every clone on CPU:0 (slim's CPU mode).")
     master: str = setting('', 'Address of the TensorFlow master (grpc://host:port); empty for '
@@ -450,7 +453,7 @@ class EvalConfig(_RunConfig):
     eval_dir: str = setting('/tmp/tfmodel/', 'Directory for metrics.json and event files.')
     data: DataConfig = _group(DataConfig, dataset_split_name='test', batch_size=100)
     model: ModelConfig = _group(ModelConfig)
-    devices: DevicesConfig = _group(DevicesConfig, num_clones=1)
+    devices: DevicesConfig = _group(DevicesConfig)
     moving_average_decay: float | None = setting(
         None, 'Evaluate the moving averages of the variables, kept in training with this '
               'decay; None or 0: the variables themselves.')

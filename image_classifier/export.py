@@ -53,7 +53,7 @@ def _inference_graph(config):
     network_fn = nets_factory.get_network_fn(model.model_name, config.num_classes,
                                              is_training=config.is_training)
     size = model.image_size_or_default()
-    channels = run_config.input_channels(config.dataset_name, model.use_grayscale)
+    channels = run_config.input_channels(config.dataset_name, model)
     images = tf.placeholder(tf.float32, [config.batch_size, size, size, channels], name='input')
     logits, _ = network_fn(images)
     return images, logits, tf.nn.softmax(logits, name='probabilities')

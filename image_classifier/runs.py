@@ -93,11 +93,13 @@ def with_run_defaults(checkpoint_path, given, defaults):
     return values
 
 
-_SHAPE_FLAGS = ('dataset_name', 'labels_offset', 'use_grayscale')
+_SHAPE_FLAGS = ('dataset_name', 'labels_offset', 'use_grayscale', 'preprocessing_name')
 
 
 def _model_shape(flags):
     """(classes, input channels) of the network that `flags` describe."""
     dataset_name = flags.get('dataset_name', run_config.DataConfig.dataset_name)
+    model = run_config.ModelConfig(**{name: flags[name] for name in (
+        'model_name', 'preprocessing_name', 'use_grayscale') if name in flags})
     return (run_config.num_classes(dataset_name, flags.get('labels_offset', 0)),
-            run_config.input_channels(dataset_name, flags.get('use_grayscale', False)))
+            run_config.input_channels(dataset_name, model))

@@ -17,8 +17,8 @@ from tf_slim.nets import alexnet, inception, overfeat, resnet_utils, resnet_v1, 
 
 from deployment.errors import UsageError
 from deployment.registry import Registry
-from nets import (cifarnet, i3d, inception_resnet_v2, inception_v4, lenet, mobilenet_v1,
-                  s3dg)
+from nets import (cifarnet, i3d, inception_resnet_v2, inception_v4, keras_applications, lenet,
+                  mobilenet_v1, s3dg)
 from nets.mobilenet import framework as mobilenet_framework, mobilenet_v2, mobilenet_v3
 from nets.nasnet import nasnet, pnasnet
 
@@ -32,7 +32,8 @@ class Network:
     arg_scope: (weight_decay=...) -> the arg_scope the builder runs in.
     default_image_size: side, in pixels, of the square input the net was designed for.
     preprocessing: the preprocessing family its inputs need, a name in
-      preprocessing_factory.PREPROCESSING ('inception', 'vgg', 'cifarnet', 'lenet', 'video').
+      preprocessing_factory.PREPROCESSING ('inception', 'vgg', 'cifarnet', 'lenet', 'video',
+      'keras', 'keras_caffe').
     logits_optional: False for builders that always build a logits layer (tf_slim 1.1.0's
       AlexNet, OverFeat, VGG and Inception): they need num_classes > 0.
     """
@@ -111,6 +112,9 @@ NETWORKS = Registry('model_name', {
     'vgg_16': Network(vgg.vgg_16, vgg.vgg_arg_scope, 224, 'vgg', logits_optional=False),
     'vgg_19': Network(vgg.vgg_19, vgg.vgg_arg_scope, 224, 'vgg', logits_optional=False),
     'vgg_a': Network(vgg.vgg_a, vgg.vgg_arg_scope, 224, 'vgg', logits_optional=False),
+    # tf-keras applications, built from scratch (nets/keras_applications).
+    **{name: Network(application.builder, application.arg_scope, 224, application.preprocessing)
+       for name, application in keras_applications.APPLICATIONS.items()},
 })
 
 

@@ -46,7 +46,8 @@ def tf_config(jobs, task_type, index):
     ({'save_interval_secs': -1}, '--save_interval_secs must be a number >= 0, got -1'),
     ({'replicas_to_aggregate': 0}, '--replicas_to_aggregate must be an integer >= 1, got 0'),
     ({'sync_replicas': True}, '--sync_replicas needs --worker_replicas > 1, got 1'),
-    ({'worker_replicas': 2}, '--worker_replicas=2 needs ps tasks to hold the shared variables'),
+    ({'worker_replicas': 2}, '--worker_replicas=2 needs ps tasks to hold the shared variables '
+                             '(--num_ps_tasks=0)'),
     ({'worker_replicas': 2, 'num_ps_tasks': 1, 'master': 'grpc://h:1', 'task': 2},
      '--task must be in [0, --worker_replicas=2), got 2'),
     ({'worker_replicas': 2, 'num_ps_tasks': 1, 'master': 'grpc://h:1', 'sync_replicas': True,
@@ -62,7 +63,7 @@ def tf_config(jobs, task_type, index):
       'job_name': 'worker'},
      'both TF_CONFIG and --ps_hosts/--worker_hosts/--job_name name a cluster: unset one'),
     ({'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
-     '--worker_replicas=2 needs ps tasks to hold the shared variables, or '
+     '--worker_replicas=2 needs ps tasks to hold the shared variables (--num_ps_tasks=0), or '
      '--variable_update=collective'),
     ({'variable_update': 'mirrored'},
      "unknown --variable_update 'mirrored'; valid: collective, parameter_server, replicated"),
@@ -86,10 +87,10 @@ def tf_config(jobs, task_type, index):
       'tf_config': tf_config({'worker': TWO_WORKERS['worker']}, 'worker', 0)},
      '--sync_replicas aggregates gradients on ps tasks; --variable_update=collective is '
      'synchronous already'),
-    ({'variable_update': 'replicated', 'clone_on_cpu': True},
+    ({'variable_update': 'replicated', 'clone_on_cpu': True, 'num_clones': 2},
      '--variable_update=replicated all-reduces between clones on distinct devices, but '
      '--clone_on_cpu puts all 2 on CPU:0'),
-    ({'sync_batch_norm': True, 'clone_on_cpu': True},
+    ({'sync_batch_norm': True, 'clone_on_cpu': True, 'num_clones': 2},
      '--sync_batch_norm all-reduces between clones on distinct devices, but --clone_on_cpu '
      'puts all 2 on CPU:0'),
     ({'gradient_accumulation_steps': 0},
@@ -135,17 +136,37 @@ def test_unknown_setting_names_are_a_value_error():
         TrainConfig.from_flags({'batchsize': 8})
 
 
-def test_defaults_are_slims_except_num_clones_and_steps():
-    train, evaluation = TrainConfig(), EvalConfig()
-    assert (train.model.model_name, train.data.dataset_name, train.data.batch_size) == (
-        'lenet', 'digits', 32)
-    assert (train.optimization.optimizer, train.optimization.learning_rate,
-            train.optimization.params.rmsprop_decay, train.optimization.weight_decay) == (
-        'rmsprop', 0.01, 0.9, 0.00004)
-    assert (train.devices.num_clones, train.schedule.max_number_of_steps) == (2, 1000)
-    assert (train.cluster.worker_replicas, train.cluster.num_ps_tasks, train.cluster.task) == (
-        1, 0, 0)
-    # Evaluation's own defaults, set on its groups.
+# Every flag of slim's train_image_classifier.py with slim's default (its flags file, facts).
+SLIM_TRAIN_DEFAULTS = dict(
+    master='', train_dir='/tmp/tfmodel/', num_clones=1, clone_on_cpu=False, worker_replicas=1,
+    num_ps_tasks=0, num_readers=4, num_preprocessing_threads=4, log_every_n_steps=10,
+    save_summaries_secs=600, save_interval_secs=600, task=0, weight_decay=0.00004,
+    optimizer='rmsprop', adadelta_rho=0.95, adagrad_initial_accumulator_value=0.1,
+    adam_beta1=0.9, adam_beta2=0.999, opt_epsilon=1.0, ftrl_learning_rate_power=-0.5,
+    ftrl_initial_accumulator_value=0.1, ftrl_l1=0.0, ftrl_l2=0.0, momentum=0.9,
+    rmsprop_momentum=0.9, rmsprop_decay=0.9, quantize_delay=-1,
+    learning_rate_decay_type='exponential', learning_rate=0.01, end_learning_rate=0.0001,
+    label_smoothing=0.0, learning_rate_decay_factor=0.94, num_epochs_per_decay=2.0,
+    sync_replicas=False, replicas_to_aggregate=1, moving_average_decay=None,
+    dataset_name='imagenet', dataset_split_name='train', dataset_dir=None, labels_offset=0,
+    model_name='inception_v3', preprocessing_name=None, batch_size=32, train_image_size=None,
+    max_number_of_steps=None, use_grayscale=False, checkpoint_path=None,
+    checkpoint_exclude_scopes=None, trainable_scopes=None, ignore_missing_vars=False)
+# Ours where they differ, as the README lists: the embedded data and its net, a run that
+# ends, no scope given as the empty list; quantize_delay (tf.contrib.quantize) is gone.
+OUR_EXCEPTIONS = dict(dataset_name='digits', model_name='lenet', max_number_of_steps=1000,
+                      checkpoint_exclude_scopes='', trainable_scopes='')
+
+
+def test_every_slim_train_flag_keeps_slims_default_but_the_listed_exceptions():
+    ours = TrainConfig().as_flags()
+    expected = {**SLIM_TRAIN_DEFAULTS, **OUR_EXCEPTIONS}
+    del expected['quantize_delay']
+    assert {name: ours.get(name, 'missing') for name in expected} == expected
+
+
+def test_evaluation_defaults():
+    evaluation = EvalConfig()
     assert (evaluation.data.batch_size, evaluation.data.dataset_split_name,
             evaluation.devices.num_clones) == (100, 'test', 1)
     assert EvalConfig.from_flags({'batch_size': 7}).data == config.DataConfig(
@@ -162,7 +183,7 @@ def test_flags_round_trip_and_scopes_are_tuples():
     assert flat['checkpoint_exclude_scopes'] == 'LeNet/fc4,LeNet/fc3'
     assert flat['train_image_size'] == 32 and 'image_size' not in flat
     assert TrainConfig.from_flags(flat) == train
-    assert train.examples_per_step == 16 * 2
+    assert train.examples_per_step == 16
 
 
 def test_cluster_settings_come_from_tf_config():

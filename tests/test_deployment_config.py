@@ -125,8 +125,8 @@ def test_properties_are_read_only():
     ({'num_replicas': 2, 'replica_id': 2, 'num_ps_tasks': 1},
      r'replica_id must be less than num_replicas=2, got 2'),
     ({'replica_id': 1}, r'replica_id must be less than num_replicas=1, got 1'),
-    ({'num_replicas': 2}, r"num_replicas=2 needs ps tasks to hold the shared variables, or "
-                           r"variable_update='collective'"),
+    ({'num_replicas': 2}, r"num_replicas=2 needs ps tasks to hold the shared variables "
+                           r"\(num_ps_tasks=0\), or variable_update='collective'"),
     ({'num_ps_tasks': 1, 'worker_job_name': ''}, r"worker_job_name must be a non-empty .*got ''"),
     ({'num_ps_tasks': 1, 'ps_job_name': ''}, r"ps_job_name must be a non-empty .*got ''"),
     ({'num_replicas': 2, 'num_ps_tasks': 1, 'ps_job_name': None},

@@ -20,7 +20,7 @@ from nets import nets_factory
 
 def train_config(train_dir, digits_dir, **flags):
     return TrainConfig.from_flags({
-        'train_dir': str(train_dir), 'dataset_dir': digits_dir, 'batch_size': 16,
+        'train_dir': str(train_dir), 'dataset_dir': digits_dir, 'batch_size': 16, 'num_clones': 2,
         'log_every_n_steps': 2, 'save_summaries_secs': 1, **flags})
 
 

@@ -146,8 +146,11 @@ def test_unknown_name_names_the_flag_and_lists_the_valid_names():
     assert str(error.value) == f"unknown --model_name 'foo'; valid: {valid}"
 
 
-def test_the_registry_holds_every_slim_network():
-    assert set(nets_factory.NETWORKS) == set("""
+def test_the_registry_holds_every_slim_network_and_the_keras_applications():
+    keras = {'keras_resnet50', 'keras_mobilenet_v3_small', 'keras_efficientnet_b0',
+             'keras_convnext_tiny'}
+    assert keras <= set(nets_factory.NETWORKS)
+    assert set(nets_factory.NETWORKS) - keras == set("""
         alexnet_v2 cifarnet overfeat vgg_a vgg_16 vgg_19 inception_v1 inception_v2
         inception_v3 inception_v4 inception_resnet_v2 i3d s3dg lenet resnet_v1_50
         resnet_v1_101 resnet_v1_152 resnet_v1_200 resnet_v2_50 resnet_v2_101 resnet_v2_152

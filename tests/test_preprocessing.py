@@ -25,6 +25,8 @@ FAMILY_EXCEPTIONS = {
     'i3d': 'video', 's3dg': 'video',
     'vgg_a': 'vgg', 'vgg_16': 'vgg', 'vgg_19': 'vgg',
     'resnet_v1_50': 'vgg', 'resnet_v1_101': 'vgg', 'resnet_v1_152': 'vgg', 'resnet_v1_200': 'vgg',
+    'keras_convnext_tiny': 'keras', 'keras_efficientnet_b0': 'keras',
+    'keras_mobilenet_v3_small': 'keras', 'keras_resnet50': 'keras_caffe',
 }
 
 
@@ -75,8 +77,9 @@ def test_video_preprocessing_rejects_a_single_image():
             preprocessing_fn(_decoded_jpeg(), HEIGHT, WIDTH)
 
 
-def test_the_families_are_slims_plus_video():
-    assert PREPROCESSING.names == ('cifarnet', 'inception', 'lenet', 'vgg', 'video')
+def test_the_families_are_slims_plus_video_and_keras():
+    assert PREPROCESSING.names == ('cifarnet', 'inception', 'keras', 'keras_caffe', 'lenet',
+                                   'vgg', 'video')
 
 
 def test_every_network_names_its_family():
@@ -96,6 +99,31 @@ def test_grayscale_option_gives_one_channel(name, is_training):
 def test_single_channel_input_keeps_one_channel(name, is_training):
     static_shape, image = _preprocess(name, lambda: _decoded_jpeg(channels=1), is_training)
     assert static_shape == [HEIGHT, WIDTH, 1] and image.shape == (HEIGHT, WIDTH, 1)
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+@pytest.mark.parametrize('name', ['keras', 'keras_caffe'])
+def test_keras_families_give_rgb_even_from_grayscale(name, is_training):
+    static_shape, image = _preprocess(name, lambda: _decoded_jpeg(channels=1), is_training)
+    assert static_shape == [HEIGHT, WIDTH, 3]
+    if name == 'keras':  # Gray stays gray: three equal channels.
+        np.testing.assert_array_equal(image[..., 0], image[..., 2])
+
+
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+def test_keras_gives_rgb_in_0_to_255(is_training):
+    _, image = _preprocess('keras', _decoded_jpeg, is_training)
+    assert image.min() >= 0.0 and image.max() <= 255.0 and image.max() > 100.0
+
+
+def test_keras_caffe_gives_bgr_minus_the_imagenet_mean():
+    def red():  # Pure red: R 255, G 0, B 0.
+        return tf.constant(np.broadcast_to(np.array([255, 0, 0], np.uint8), [64, 64, 3]))
+
+    _, image = _preprocess('keras_caffe', red, False)
+    np.testing.assert_allclose(image, np.broadcast_to(
+        np.array([0.0, 0.0, 255.0]) - np.array([103.939, 116.779, 123.68]), image.shape),
+        atol=1e-3)
 
 
 @pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
