@@ -1,4 +1,5 @@
-"""The worked examples run: deploy() with two clones, and the cluster recipe."""
+"""The worked examples run: deploy() with two clones, a Keras model under deploy(), and the
+cluster recipe."""
 import os
 import re
 import subprocess
@@ -19,6 +20,25 @@ def test_deploy_two_clones_example_trains():
     assert 'clone 1    /device:CPU:1  (scope clone_1/)' in result.stdout
     losses = [float(x) for x in re.findall(r'mean loss (\d+\.\d+)', result.stdout)]
     assert len(losses) == 3 and losses[-1] < losses[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('variable_update', ['parameter_server', 'replicated'])
+def test_deploy_keras_model_example_trains_one_model(variable_update):
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, 'examples', 'deploy_keras_model.py'), '--steps', '60',
+         '--variable_update', variable_update],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r'^clone 1 +/device:CPU:1  \(scope clone_1/\)$', result.stdout, re.M)
+    assert ('6 trainable variables, one model: dense/kernel, dense/bias, '
+            'batch_normalization/gamma, batch_normalization/beta, dense_1/kernel, '
+            'dense_1/bias') in result.stdout
+    losses = [float(x) for x in re.findall(r'mean loss (\d+\.\d+)', result.stdout)]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+    moving_mean = float(re.search(r'moving mean: norm (\d+\.\d+)', result.stdout)[1])
+    assert moving_mean > 0.1  # Batch norm's updates ran.
 
 
 @pytest.mark.cluster
