@@ -18,6 +18,6 @@ python=${PYTHON:-python3}
 cd "$repo"
 "$python" -m deployment.launch --num_ps_tasks "$num_ps" --worker_replicas "$num_workers" -- \
   "$python" train_image_classifier.py --train_dir="$train_dir" --dataset_name=digits \
-  --model_name=lenet "$@"
+  --model_name=lenet --num_clones=2 "$@"
 "$python" eval_image_classifier.py --checkpoint_path="$train_dir" \
   --eval_dir="$train_dir/eval"  # The run's model and dataset; the test split.
