@@ -17,17 +17,9 @@ import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from deployment import model_deploy
+from deploy_two_clones import synthetic_dataset  # examples/deploy_two_clones.py
 
 keras = tf2.keras
-
-
-def synthetic_dataset(num_examples=2048, features=16, classes=4, seed=0):
-    """Gaussian blobs, one per class: (features [N, features] float32, labels [N] int64)."""
-    rng = np.random.RandomState(seed)
-    labels = rng.randint(classes, size=num_examples)
-    centers = rng.randn(classes, features)
-    inputs = centers[labels] + rng.randn(num_examples, features)
-    return inputs.astype(np.float32), labels.astype(np.int64)
 
 
 def build_model(features=16, classes=4):
