@@ -215,7 +215,8 @@ DONE = [(model, mode, extra) for model, extra in (('lenet', []), ('cifarnet', []
 @pytest.mark.slow
 @pytest.mark.parametrize('model_name, variable_update, extra', [
     pytest.param(*case, marks=[pytest.mark.cluster] if case[1] == 'collective' else [])
-    for case in DONE + [('lenet', 'collective', ['--gradient_accumulation_steps=2'])]])
+    for case in DONE + [('lenet', 'collective', ['--gradient_accumulation_steps=2']),
+                        ('keras_convnext_tiny', 'replicated', ['--batch_size=1'])]])
 def test_the_command_passes_in_every_mode(model_name, variable_update, extra):
     result = run_command(f'--model_name={model_name}', f'--variable_update={variable_update}',
                          *extra)
