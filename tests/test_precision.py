@@ -375,7 +375,7 @@ def test_float16_refuses_a_sync_replicas_optimizer():
 def _train_config(train_dir, digits_dir, **flags):
     return config.TrainConfig.from_flags({
         'train_dir': str(train_dir), 'dataset_dir': digits_dir, 'batch_size': 8,
-        'log_every_n_steps': 10, 'save_summaries_secs': 1, **flags})
+        'num_clones': 2, 'log_every_n_steps': 10, 'save_summaries_secs': 1, **flags})
 
 
 def _assert_float32_checkpoint(train_dir):
