@@ -13,12 +13,12 @@ import dataclasses
 import json
 import re
 import signal
-import socket
 import time
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from deployment import watchdog as watchdog_lib
 from deployment.errors import ClusterError, UsageError
 
 TASK_TYPES = ('chief', 'worker', 'ps')
@@ -62,10 +62,26 @@ class ClusterTask:
         return self.replica_index == 0
 
     @property
+    def chief(self):
+        """The name of the chief's task: 'chief:0', or 'worker:0' without a 'chief' job."""
+        return 'chief:0' if 'chief' in self.cluster else 'worker:0'
+
+    @property
     def collective_leader(self):
         """The device name of replica 0's task, which leads collective groups."""
-        job = 'chief' if 'chief' in self.cluster else 'worker'
-        return f'/job:{job}/replica:0/task:0'
+        job, index = self.chief.split(':')
+        return f'/job:{job}/replica:0/task:{index}'
+
+    @property
+    def name(self):
+        """'worker:1': this task's job and index."""
+        return f'{self.task_type}:{self.task_index}'
+
+    def addresses(self, jobs=TASK_TYPES):
+        """{'ps:0': 'host:port', ...} of the tasks of `jobs` but this one."""
+        return {f'{job}:{index}': address for job in jobs
+                for index, address in enumerate(self.cluster.get(job, ()))
+                if f'{job}:{index}' != self.name}
 
     @property
     def address(self):
@@ -186,36 +202,56 @@ def _checked(cluster, task_type, task_index, names):
     return task
 
 
+def watchdog(task, timeout_secs, variable_update='parameter_server', sync_replicas=False,
+             replicas_to_aggregate=1):
+    """The watchdog.Watchdog (not started) of the tasks that `task` (a ClusterTask) needs
+    in a cluster training this way, with `timeout_secs` (0: none); None when it needs none.
+
+    Every task needs the ps tasks, and a worker the chief while it waits for it to
+    initialize (see watchdog.Watchdog.waiting). Synchronous workers also need the chief all
+    along (it applies the updates), and every worker when each update waits for all of them
+    (replicas_to_aggregate equal to the replicas), as in 'collective' mode. A ps task
+    serves and the evaluator reads checkpoints: they need no task.
+    """
+    if not timeout_secs or task.replica_index is None:
+        return None
+    needs, while_waiting = task.addresses(('ps',)), {}
+    replicas = task.addresses(('chief', 'worker'))
+    if variable_update == 'collective' or (
+            sync_replicas and replicas_to_aggregate == task.num_replicas):
+        needs.update(replicas)
+    elif not task.is_chief:
+        chief = {task.chief: replicas[task.chief]}
+        if sync_replicas:
+            needs.update(chief)
+        else:
+            while_waiting = chief
+    if not needs and not while_waiting:
+        return None
+    return watchdog_lib.Watchdog(task.name, timeout_secs, needs, while_waiting)
+
+
 def lost_peer(task, error, timeout_secs):
     """The ClusterError for `error` (one of PEER_ERRORS), raised by a collective op in
     `task`'s session, naming the other tasks the error names or, if it names none, those
-    whose port no longer accepts connections (probed now), or else every other task as a
-    suspect; timeout_secs: how long the op waited for them."""
-    here = f'{task.task_type}:{task.task_index}'
-    others = [(job, index) for job, addresses in task.cluster.items()
-              for index in range(len(addresses)) if f'{job}:{index}' != here]
-    named = {(job, int(index)) for job, index in _TASK_NAME.findall(error.message or '')}
-    lost = [t for t in others if t in named] or [
-        t for t in others if not _accepts(task.cluster[t[0]][t[1]])]
+    that do not answer now (watchdog.answering), or else every other task as a suspect;
+    timeout_secs: how long the op waited for them."""
+    others = task.addresses()
+    named = {f'{job}:{index}' for job, index in _TASK_NAME.findall(error.message or '')}
+    lost = [name for name in others if name in named]
+    if not lost:
+        answered = watchdog_lib.answering(others, timeout_secs=1.0)
+        lost = [name for name in others if name not in answered]
+    if lost and isinstance(error, tf.errors.DeadlineExceededError):
+        return ClusterError(watchdog_lib.silence(_names(task, lost), task.name, timeout_secs))
     if lost:
-        return ClusterError(f'{_names(task, lost)} stopped answering {here} '
-                            f"({type(error).__name__}); restart the job to resume from the "
-                            "chief's last checkpoint")
-    return ClusterError(f'{_names(task, others)} did not answer {here} within '
+        return ClusterError(f'{_names(task, lost)} stopped answering {task.name} '
+                            f'({type(error).__name__}); {watchdog_lib.RESTART}')
+    return ClusterError(f'{_names(task, others)} did not answer {task.name} within '
                         f'{timeout_secs:g} s ({type(error).__name__}) but still accept '
-                        'connections: stuck or too slow (see --collective_timeout_secs)')
+                        'connections: stuck or too slow (see --task_timeout_secs)')
 
 
-def _names(task, tasks):
-    """'worker:1 (host:port), ...' for (job, index) pairs of `task`'s cluster."""
-    return ', '.join(f'{job}:{index} ({task.cluster[job][index]})' for job, index in tasks)
-
-
-def _accepts(address):
-    """Whether a TCP connection to 'host:port' opens within a second."""
-    host, _, port = address.rpartition(':')
-    try:
-        with socket.create_connection((host.strip('[]'), int(port)), timeout=1.0):
-            return True
-    except OSError:
-        return False
+def _names(task, names):
+    """'worker:1 (host:port), ...' for task names of `task`'s cluster."""
+    return ', '.join(f'{name} ({task.addresses()[name]})' for name in names)

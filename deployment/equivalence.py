@@ -168,7 +168,7 @@ def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_
     reference = _Reference(model_fn, inputs, learning_rate, seed, setup)
     workers = _run_workers(model_fn, inputs, reference.initial, dict(
         num_clones=num_clones, variable_update=variable_update, num_replicas=num_workers,
-        sync_batch_norm=sync_batch_norm, collective_timeout_secs=timeout_secs),
+        sync_batch_norm=sync_batch_norm, task_timeout_secs=timeout_secs),
         gradient_accumulation_steps, learning_rate, setup)
     single, *reordered = reference.steps
 

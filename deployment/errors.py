@@ -2,7 +2,7 @@
 input file) and the loss of another task of the cluster.
 
 Entry points print a UsageError as one line and exit with code 2, a ClusterError as one
-line with exit code 1, an Interrupted as one line with exit code 128 + its signal's number
+line with exit code 75, an Interrupted as one line with exit code 128 + its signal's number
 (143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and
 keeps its traceback (exit code 1).
 """
@@ -15,7 +15,13 @@ class UsageError(ValueError):
 
 class ClusterError(RuntimeError):
     """Another task of the cluster failed or stopped answering. The message is one line
-    naming the task."""
+    naming the task.
+
+    exit_code: 75 (EX_TEMPFAIL of sysexits.h, 'try again later'): the job must restart, and
+    restart policies retry it (the launcher restarts the whole job), unlike 2, a user's
+    mistake that a retry repeats.
+    """
+    exit_code = 75
 
 
 class Interrupted(Exception):

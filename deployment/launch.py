@@ -1,7 +1,8 @@
 """Runs the tasks of a parameter-server/worker cluster as local processes.
 
     python -m deployment.launch --num_ps_tasks P --worker_replicas W [--sync_replicas]
-        [--evaluator] [--max_restarts N] [--bind ADDRESS] -- COMMAND [ARGS...]
+        [--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts
+        [--link_bandwidth RATE]] -- COMMAND [ARGS...]
 
 (installed as the console command `launch_cluster` too).
 
@@ -20,15 +21,24 @@ waits for the evaluator to finish.
 A task that fails (a worker or the evaluator exiting non-zero or killed, a ps task ending
 while the workers run) is restarted with the same TF_CONFIG, up to --max_restarts times in
 all, each restart announced in one line on stderr. When the task was a ps task (its
-variables lived only in its memory), or a worker of a cluster without ps tasks (the others'
-collectives cannot go on without it), the whole job restarts instead: every ps and worker
-task is killed and started again, and the chief resumes from its last checkpoint. Once the
-restarts are used up (at once with the default 0), every task gets SIGTERM. SIGINT and
-SIGTERM sent to the launcher reach every task. Tasks still running GRACE_SECS after a signal
-(or at the launcher's next one) get SIGKILL.
+variables lived only in its memory), a worker of a cluster without ps tasks (the others'
+collectives cannot go on without it), or a task that exited with code 75 (it lost a task it
+needs: errors.ClusterError), the whole job restarts instead: every ps and worker task is
+killed and started again, and the chief resumes from its last checkpoint. A task that exits
+with code 2 (a user's mistake, which a restart repeats) is not restarted. Once the restarts
+are used up (at once with the default 0), every task gets SIGTERM. SIGINT and SIGTERM sent
+to the launcher reach every task. Tasks still running GRACE_SECS after a signal (or at the
+launcher's next one) get SIGKILL.
 
 Exit code: 0 when every worker (and the evaluator) exits 0; 1 when a task failed with no
 restart left; 128 + N after signal N; 2 for bad arguments.
+
+--emulated_hosts runs each task on an emulated host of its own (emulated_hosts.EmulatedHosts:
+a network namespace with its own address, named ps-0, worker-1, evaluator-0, ... in domain
+HOSTS_DOMAIN; needs root), each serving on PORT, with --link_bandwidth limiting each host's
+link (a tc rate: 100mbit, 1gbit). The launcher prints the hosts' prefix, with which
+`python -m deployment.emulated_hosts partition PREFIX HOST` cuts a host off (and `heal`
+reconnects it), and removes the hosts when it ends.
 
 --bind sets the address in TF_CONFIG, through which the tasks reach each other, and where free
 ports are looked for. Whatever it is, TensorFlow's gRPC servers listen on every interface of
@@ -46,11 +56,17 @@ import sys
 import threading
 import time
 
+from deployment import emulated_hosts
+from deployment.errors import ClusterError
+
 # Longer than training's default grace period (training.GRACE_SECS): a signalled task first
 # finishes its step and checkpoints.
 GRACE_SECS = 25.0
 POLL_SECS = 0.05
 LOCALHOST = '127.0.0.1'
+HOSTS_DOMAIN = 'cluster'  # Of the emulated hosts: ps-0.cluster, worker-0.cluster, ...
+PORT = 2222  # Every task's port on its emulated host.
+USAGE_EXIT_CODE = 2  # A user's mistake: restarting the task would repeat it.
 
 
 class UsageError(Exception):
@@ -67,7 +83,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser():
     parser = _Parser(
         usage='%(prog)s --num_ps_tasks P --worker_replicas W [--sync_replicas] '
-              '[--evaluator] [--max_restarts N] [--bind ADDRESS] -- COMMAND [ARGS...]',
+              '[--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts '
+              '[--link_bandwidth RATE]] -- COMMAND [ARGS...]',
         description='Runs P ps and W worker tasks of COMMAND on this machine, each as '
                     '`COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` '
                     'with TF_CONFIG naming the cluster and the task.')
@@ -84,6 +101,11 @@ def _parser():
                              'fails) allowed in all (default 0: the first failure stops all)')
     parser.add_argument('--bind', default=LOCALHOST, metavar='ADDRESS',
                         help=f'address of the tasks in TF_CONFIG (default {LOCALHOST})')
+    parser.add_argument('--emulated_hosts', action='store_true',
+                        help='run each task on an emulated host of its own (needs root)')
+    parser.add_argument('--link_bandwidth', metavar='RATE',
+                        help="limit of each emulated host's link, as tc writes it: 100mbit, "
+                             '1gbit (default: none)')
     return parser
 
 
@@ -101,6 +123,11 @@ def parse_args(argv):
                          f'got {args.worker_replicas}')
     if args.max_restarts < 0:
         raise UsageError(f'--max_restarts must be >= 0, got {args.max_restarts}')
+    if args.emulated_hosts and args.bind != LOCALHOST:
+        raise UsageError('--bind and --emulated_hosts exclude each other: emulated hosts '
+                         'have addresses of their own')
+    if args.link_bandwidth and not args.emulated_hosts:
+        raise UsageError('--link_bandwidth needs --emulated_hosts')
     if not command:
         raise UsageError('missing COMMAND: put it after "--"')
     return args, command
@@ -127,6 +154,20 @@ def cluster_spec(host, num_ps_tasks, worker_replicas):
     addresses = [f'{host_part}:{port}'
                  for port in free_ports(host, num_ps_tasks + worker_replicas)]
     cluster = {'ps': addresses[:num_ps_tasks], 'worker': addresses[num_ps_tasks:]}
+    return {job: tasks for job, tasks in cluster.items() if tasks}
+
+
+def host_names(num_ps_tasks, worker_replicas, evaluator=False):
+    """{task name: emulated host name}: 'ps:0' on 'ps-0', ..."""
+    counts = {'ps': num_ps_tasks, 'worker': worker_replicas, 'evaluator': int(evaluator)}
+    return {f'{job}:{index}': f'{job}-{index}' for job, count in counts.items()
+            for index in range(count)}
+
+
+def emulated_cluster_spec(hosts, num_ps_tasks, worker_replicas):
+    """cluster_spec's cluster on emulated `hosts` (host_names' hosts): 'ps-0.cluster:2222'."""
+    cluster = {job: [f'{hosts[f"{job}-{index}"].fqdn}:{PORT}' for index in range(count)]
+               for job, count in (('ps', num_ps_tasks), ('worker', worker_replicas))}
     return {job: tasks for job, tasks in cluster.items() if tasks}
 
 
@@ -213,16 +254,19 @@ def supervise(ps, workers, evaluators, received, prog, max_restarts=0):
         dead = next((task for task in ps if not task.running() and not workers_done), None)
         dead = dead or next((task for task in workers + evaluators if task.failed()), None)
         if dead:
-            ended = exit_description(dead.process.returncode)
-            if restarts == max_restarts:
+            code = dead.process.returncode
+            ended = exit_description(code)
+            if restarts == max_restarts or code == USAGE_EXIT_CODE:
                 stop(job + evaluators, signal.SIGTERM, received)
                 what = (f'{dead.name} ended ({ended}) before the workers' if dead in ps else
                         f'failed: {dead.name} ({ended})')
-                after = f' after {restarts} restarts (--max_restarts)' if restarts else ''
+                after = (", a user's mistake that a restart repeats" if code == USAGE_EXIT_CODE
+                         else f' after {restarts} restarts (--max_restarts)' if restarts else '')
                 print(f'{prog}: error: {what}{after}; stopped all tasks', file=sys.stderr)
                 return 1
             restarts += 1
-            whole_job = dead in ps or (dead in workers and not ps)
+            whole_job = (dead in ps or (dead in workers and not ps)
+                         or code == ClusterError.exit_code)
             print(f'{prog}: {dead.name} ended ({ended}); restarting '
                   f'{"the whole job" if whole_job else "it"} '
                   f'(restart {restarts} of {max_restarts})', file=sys.stderr, flush=True)
@@ -243,9 +287,10 @@ def supervise(ps, workers, evaluators, received, prog, max_restarts=0):
     return 128 + received[0]
 
 
-def launch(cluster, argv, prog, evaluator=False, max_restarts=0):
+def launch(cluster, argv, prog, evaluator=False, max_restarts=0, hosts=None):
     """Starts a task of `argv` for each address of `cluster` (and an evaluator task),
-    supervises them and returns the exit code."""
+    supervises them and returns the exit code. hosts: the EmulatedHosts of host_names to
+    run the tasks on (None: this machine's network)."""
     received = []
     handlers = {signum: signal.signal(signum, lambda number, _: received.append(number))
                 for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -259,7 +304,8 @@ def launch(cluster, argv, prog, evaluator=False, max_restarts=0):
                     config = {'cluster': cluster, 'task': {'type': task_type, 'index': index}}
                     env = {**os.environ, 'TF_CONFIG': json.dumps(config),
                            'PYTHONUNBUFFERED': '1'}
-                    tasks[task_type].append(Task(task_type, index, argv, env, output_lock))
+                    command = (hosts.command(f'{task_type}-{index}', argv) if hosts else argv)
+                    tasks[task_type].append(Task(task_type, index, command, env, output_lock))
                     tasks[task_type][-1].start()
         except OSError as e:
             stop([task for kind in tasks.values() for task in kind], signal.SIGTERM, received)
@@ -277,10 +323,11 @@ def main(argv):
     prog = os.path.basename(sys.argv[0])
     try:
         args, command = parse_args(argv)
-        try:
-            cluster = cluster_spec(args.bind, args.num_ps_tasks, args.worker_replicas)
-        except OSError as e:
-            raise UsageError(f'--bind {args.bind}: {e.strerror}') from e
+        if not args.emulated_hosts:
+            try:
+                cluster = cluster_spec(args.bind, args.num_ps_tasks, args.worker_replicas)
+            except OSError as e:
+                raise UsageError(f'--bind {args.bind}: {e.strerror}') from e
     except UsageError as e:
         print(f'{prog}: error: {e}', file=sys.stderr)
         return 2
@@ -291,7 +338,20 @@ def main(argv):
             f'--num_ps_tasks={args.num_ps_tasks}']
     if args.sync_replicas:
         argv.append('--sync_replicas')
-    return launch(cluster, argv, prog, args.evaluator, args.max_restarts)
+    if not args.emulated_hosts:
+        return launch(cluster, argv, prog, args.evaluator, args.max_restarts)
+    names = host_names(args.num_ps_tasks, args.worker_replicas, args.evaluator)
+    try:
+        hosts = emulated_hosts.EmulatedHosts(names.values(), HOSTS_DOMAIN, args.link_bandwidth)
+    except (emulated_hosts.EmulatedHostsError, ValueError) as e:
+        print(f'{prog}: error: --emulated_hosts: {e}', file=sys.stderr)
+        return 2
+    with hosts:
+        print(f'{prog}: emulated hosts {hosts.prefix}: ' + ' '.join(
+            f'{host.fqdn}={host.address}' for host in hosts.hosts.values()),
+            file=sys.stderr, flush=True)
+        cluster = emulated_cluster_spec(hosts, args.num_ps_tasks, args.worker_replicas)
+        return launch(cluster, argv, prog, args.evaluator, args.max_restarts, hosts)
 
 
 def run():

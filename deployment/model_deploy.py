@@ -36,7 +36,7 @@ from typing import Callable
 
 import tensorflow.compat.v1 as tf
 
-from deployment import accumulation, all_reduce, replicas, sharing, sync_batch_norm
+from deployment import accumulation, all_reduce, replicas, sharing, sync_batch_norm, watchdog
 from deployment import precision as precision_lib
 from deployment.registry import Registry
 
@@ -157,7 +157,6 @@ VARIABLE_UPDATES = Registry('variable_update', {
                   'gradients are all-reduced over all of them each step',
 })
 ALL_REDUCE_PACK_BYTES = 32 << 20  # Default pack size of the gradient all-reduces (32 MiB).
-COLLECTIVE_TIMEOUT_SECS = 120.0  # Default wait of a collective op for the other workers.
 # The start-up broadcast waits at least this long, as the other workers may start slower.
 START_TIMEOUT_SECS = 600.0
 
@@ -229,8 +228,10 @@ class DeploymentConfig:
       all_reduce_pack_bytes: gradients are concatenated, in order, into packs of at most
         this many bytes, each all-reduced as one; a larger one goes alone; 0: one
         all-reduce per gradient.
-      collective_timeout_secs: how long an all-reduce waits for the other workers before
+      task_timeout_secs: how long an all-reduce waits for the other workers before
         failing (0: forever); the start-up broadcast waits at least START_TIMEOUT_SECS.
+        Give it to cluster.watchdog too, which ends a task whose ps tasks, chief or
+        fellow workers stop answering (as train_image_classifier.py does).
       is_chief: whether this worker is the chief, whose variables 'collective' mode
         broadcasts at start-up; None: replica_id == 0 (False for worker 0 of a cluster
         whose chief has a job of its own, as TF_CONFIG's 'chief').
@@ -256,7 +257,7 @@ class DeploymentConfig:
                  clone_devices=None, ps_strategy='round_robin',
                  variable_update='parameter_server',
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
-                 collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS, is_chief=None,
+                 task_timeout_secs=watchdog.TIMEOUT_SECS, is_chief=None,
                  sync_batch_norm=False, precision='float32', xla=False):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
@@ -266,11 +267,11 @@ class DeploymentConfig:
             raise ValueError(f'replica_id must be less than num_replicas={num_replicas}, '
                              f'got {replica_id!r}')
         _check_int('all_reduce_pack_bytes', all_reduce_pack_bytes, minimum=0)
-        if (isinstance(collective_timeout_secs, bool) or
-                not isinstance(collective_timeout_secs, (int, float)) or
-                not collective_timeout_secs >= 0):
-            raise ValueError(f'collective_timeout_secs must be a number >= 0, got '
-                             f'{collective_timeout_secs!r}')
+        if (isinstance(task_timeout_secs, bool) or
+                not isinstance(task_timeout_secs, (int, float)) or
+                not task_timeout_secs >= 0):
+            raise ValueError(f'task_timeout_secs must be a number >= 0, got '
+                             f'{task_timeout_secs!r}')
         if variable_update not in VARIABLE_UPDATES:
             raise ValueError(f'variable_update must be one of {VARIABLE_UPDATES.names}, '
                              f'got {variable_update!r}')
@@ -319,7 +320,7 @@ class DeploymentConfig:
         self._ps_strategy = ps_strategy
         self._variable_update = variable_update
         self._all_reduce_pack_bytes = all_reduce_pack_bytes
-        self._collective_timeout_secs = float(collective_timeout_secs)
+        self._task_timeout_secs = float(task_timeout_secs)
         self._is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
         self._sync_batch_norm = sync_batch_norm
         self._precision = precision
@@ -336,7 +337,7 @@ class DeploymentConfig:
     ps_strategy = property(lambda self: self._ps_strategy)
     variable_update = property(lambda self: self._variable_update)
     all_reduce_pack_bytes = property(lambda self: self._all_reduce_pack_bytes)
-    collective_timeout_secs = property(lambda self: self._collective_timeout_secs)
+    task_timeout_secs = property(lambda self: self._task_timeout_secs)
     is_chief = property(lambda self: self._is_chief)
     sync_batch_norm = property(lambda self: self._sync_batch_norm)
     precision = property(lambda self: self._precision)
@@ -369,7 +370,7 @@ class DeploymentConfig:
                 f'ps_strategy={self._ps_strategy!r}, '
                 f'variable_update={self._variable_update!r}, '
                 f'all_reduce_pack_bytes={self._all_reduce_pack_bytes}, '
-                f'collective_timeout_secs={self._collective_timeout_secs}, '
+                f'task_timeout_secs={self._task_timeout_secs}, '
                 f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm}, '
                 f'precision={self._precision!r}, xla={self._xla})')
 
@@ -609,7 +610,7 @@ def _clones_group(config):
     return all_reduce.Group(
         size=config.num_clones * workers,
         local_devices=tuple(config.clone_device(i) for i in range(config.num_clones)),
-        has_source=config.is_chief, timeout_secs=config.collective_timeout_secs)
+        has_source=config.is_chief, timeout_secs=config.task_timeout_secs)
 
 
 def _replicas(config, group):
@@ -839,8 +840,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         _set_local_init_op(copies.sync_op(all_reduce.Group(
             size=config.num_replicas, local_devices=(config.clone_device(0),),
             has_source=config.is_chief,
-            timeout_secs=config.collective_timeout_secs and max(
-                config.collective_timeout_secs, START_TIMEOUT_SECS))))
+            timeout_secs=config.task_timeout_secs and max(
+                config.task_timeout_secs, START_TIMEOUT_SECS))))
     return DeployedModel(train_op, summary_op, total_loss, clones)
 
 

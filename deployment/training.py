@@ -4,6 +4,7 @@ Checkpoints and summaries go to train_dir (chief only); a restarted run resumes 
 newest intact checkpoint there; the loop stops at the last step, on a non-finite loss, or
 after the step in flight when SIGTERM or SIGINT arrives (see SignalStop).
 """
+import contextlib
 import math
 import os
 import signal
@@ -303,7 +304,7 @@ class StopHook(tf.train.SessionRunHook):
 
 def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=None, hooks=(),
           save_summaries_secs=600, save_interval_secs=600, config=None, independent=False,
-          stop=None, stop_group=None):
+          stop=None, stop_group=None, watchdog=None):
     """Runs `train_tensor` until `monitor` (a MonitorHook) stops it at its last step.
 
     The monitor runs before the chief's summary and checkpoint hooks (so a non-finite loss
@@ -320,6 +321,10 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
     stop: the SignalStop to train under (None: one with the default grace period). On its
     signal the step in flight ends, the chief checkpoints that step and flushes its
     summaries, and Interrupted is raised; stop_group: see StopHook.
+
+    watchdog: a watchdog.Watchdog probing the tasks this one needs while it trains (None:
+    none); a worker other than the chief needs its while_waiting tasks too while it waits
+    for the chief to initialize the variables.
     """
     stop = stop or SignalStop()
     scaffold = scaffold or tf.train.Scaffold()
@@ -332,7 +337,7 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
             all_hooks.append(tf.train.CheckpointSaverHook(
                 train_dir, save_secs=save_interval_secs, scaffold=scaffold))
     all_hooks += hooks
-    with stop:
+    with stop, watchdog or contextlib.nullcontext():
         if independent:
             session = tf.train.SingularMonitoredSession(
                 hooks=all_hooks, scaffold=scaffold, master=master, config=config,
@@ -343,7 +348,7 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
                 hooks=all_hooks)
         else:
             session = tf.train.MonitoredSession(
-                _WorkerSessionCreator(scaffold, master, config), hooks=all_hooks)
+                _WorkerSessionCreator(scaffold, master, config, watchdog), hooks=all_hooks)
         with session:
             while not session.should_stop():
                 session.run(train_tensor)
@@ -373,12 +378,14 @@ def _interrupted(stop, global_step, checkpointed, train_dir):
 
 class _WorkerSessionCreator(tf.train.SessionCreator):
     """TensorFlow's WorkerSessionCreator, checking every READY_POLL_SECS (instead of every
-    30 s) whether the chief has initialized the variables; it waits as long as it takes."""
+    30 s) whether the chief has initialized the variables; it waits as long as it takes, in
+    `watchdog`'s waiting() (None: none)."""
 
-    def __init__(self, scaffold, master, config):
+    def __init__(self, scaffold, master, config, watchdog=None):
         self._scaffold = scaffold
         self._master = master
         self._config = config
+        self._watchdog = watchdog
 
     def create_session(self):
         self._scaffold.finalize()
@@ -388,7 +395,8 @@ class _WorkerSessionCreator(tf.train.SessionCreator):
             ready_op=self._scaffold.ready_op,
             ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
             graph=tf.get_default_graph(), recovery_wait_secs=READY_POLL_SECS)
-        return manager.wait_for_session(self._master, config=self._config)
+        with self._watchdog.waiting() if self._watchdog else contextlib.nullcontext():
+            return manager.wait_for_session(self._master, config=self._config)
 
 
 class SyncReplicasHook(tf.train.SessionRunHook):

@@ -1,6 +1,6 @@
 """Entry-script plumbing: absl's app.run with quiet logging, and a user's mistakes (a bad flag
 or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2 (a lost task
-of the cluster, a ClusterError, in one line and exit code 1; training stopped by a signal,
+of the cluster, a ClusterError, in one line and exit code 75; training stopped by a signal,
 an Interrupted, in one line 'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
 import os
 import sys
@@ -27,7 +27,7 @@ def run(main, module_name):
         except UsageError as e:
             _fail(e)
         except ClusterError as e:
-            _fail(e, exit_code=1)
+            _fail(e, exit_code=e.exit_code)
         except Interrupted as e:
             _fail(e, exit_code=e.exit_code, label='')
 

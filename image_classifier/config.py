@@ -19,16 +19,17 @@ import types
 import typing
 
 from datasets import dataset_factory
-from deployment import checkpoints, cluster, model_deploy, optimization, training
+from deployment import checkpoints, cluster, model_deploy, optimization, training, watchdog
 from deployment.precision import PRECISIONS
 from deployment.errors import UsageError
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 
 
-def setting(default, help_text):
-    """A config field that is also a flag of the same name, with that help text."""
-    return dataclasses.field(default=default, metadata={'help': help_text})
+def setting(default, help_text, aliases=()):
+    """A config field that is also a flag of the same name, with that help text; `aliases`:
+    other names of the flag (its former names)."""
+    return dataclasses.field(default=default, metadata={'help': help_text, 'aliases': aliases})
 
 
 def _group(group_class, **overrides):
@@ -230,9 +231,14 @@ class ClusterConfig:
     all_reduce_pack_bytes: int = setting(
         model_deploy.ALL_REDUCE_PACK_BYTES, 'Gradients are all-reduced in packs of at most '
         'this many bytes (a larger one alone); 0: one all-reduce per gradient.')
-    collective_timeout_secs: float = setting(
-        model_deploy.COLLECTIVE_TIMEOUT_SECS, 'Seconds a collective all-reduce waits for '
-        'the other workers before the run fails naming them (0: forever).')
+    task_timeout_secs: float = setting(
+        watchdog.TIMEOUT_SECS, 'Seconds a task this one needs (the ps tasks; the chief, while '
+        'it initializes and, with --sync_replicas, always; every worker with '
+        '--variable_update=collective or --replicas_to_aggregate equal to the workers) may go '
+        'without answering (a busy task answers, a lost or cut-off host does not) before this '
+        'task exits with code 75 naming it, for a restart to resume from the last checkpoint; '
+        'also the longest a collective all-reduce waits for the other workers. 0: forever.',
+        aliases=('collective_timeout_secs',))
     sync_batch_norm: bool = setting(
         False, "Batch norm normalizes with the mean and variance of the global batch (every "
                "clone's, and with --variable_update=collective every worker's) instead of "
@@ -245,7 +251,7 @@ class ClusterConfig:
         model_deploy.PS_STRATEGIES.check(self.ps_strategy)
         model_deploy.VARIABLE_UPDATES.check(self.variable_update)
         _check_int('all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0)
-        _check_number('collective_timeout_secs', self.collective_timeout_secs)
+        _check_number('task_timeout_secs', self.task_timeout_secs)
         task = self._named_task()
         object.__setattr__(self, 'cluster_task', task)
         resolved = {'worker_replicas': 1, 'num_ps_tasks': 0, 'task': 0}
@@ -533,6 +539,12 @@ def _settings(config, renamed, overrides=None):
         value = ((overrides or {}).get(field.name, field.default) if is_class
                  else getattr(config, field.name))
         yield renamed.get(field.name, field.name), field, value
+
+
+def flag_aliases(config_class):
+    """{alias: flag name} of the settings of `config_class` (a run config) that have some."""
+    return {alias: name for name, field, _ in _settings(config_class, config_class.RENAMED)
+            for alias in field.metadata.get('aliases', ())}
 
 
 def flag_settings(config, renamed=None):

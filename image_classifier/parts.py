@@ -80,7 +80,7 @@ def deployment(devices, cluster=None):
             worker_job_name=task.task_type if task else 'worker',
             ps_strategy=cluster.ps_strategy, variable_update=cluster.variable_update,
             all_reduce_pack_bytes=cluster.all_reduce_pack_bytes,
-            collective_timeout_secs=cluster.collective_timeout_secs, is_chief=cluster.is_chief,
+            task_timeout_secs=cluster.task_timeout_secs, is_chief=cluster.is_chief,
             sync_batch_norm=cluster.sync_batch_norm)
     config = model_deploy.DeploymentConfig(num_clones=devices.num_clones,
                                            clone_on_cpu=devices.clone_on_cpu,

@@ -21,13 +21,15 @@ _DEFINE = {int: flags.DEFINE_integer, float: flags.DEFINE_float, str: flags.DEFI
 def define(config_class, module_name, flag_values=FLAGS):
     """Defines a flag for every setting of `config_class` (TrainConfig, EvalConfig or
     ExportConfig), with the setting's default and help, as key flags of module
-    `module_name` (the entry script: its --help lists them)."""
+    `module_name` (the entry script: its --help lists them), and its aliases."""
     if module_name == '__main__':  # absl names a script's module by its path.
         module_name = sys.argv[0]
     for name, default, kind, help_text in config.flag_settings(config_class,
                                                                config_class.RENAMED):
         _DEFINE[kind](name, default, help_text, flag_values=flag_values)
         flag_values.register_key_flag_for_module(module_name, flag_values[name])
+    for alias, name in config.flag_aliases(config_class).items():
+        flags.DEFINE_alias(alias, name, flag_values=flag_values)
 
 
 def given(config_class, flag_values=FLAGS):

@@ -27,7 +27,9 @@ def train(config):
     mistake found once the run starts (an unwritable train_dir, a missing dataset or
     checkpoint), training.NonFiniteLossError if the loss diverges, errors.Interrupted after
     SIGTERM or SIGINT (training.SignalStop) and, in collective mode, errors.ClusterError
-    when another worker stops answering.
+    when another worker stops answering. A worker of a cluster ends its process with
+    errors.ClusterError.exit_code when a task it needs has not answered for
+    --task_timeout_secs (cluster.watchdog).
     """
     run = config.cluster
     if run.is_ps:
@@ -89,7 +91,10 @@ def train(config):
         if collective:  # Every worker stops after the same step.
             stop_group = all_reduce.Group(
                 size=run.worker_replicas, local_devices=(deployment.optimizer_device(),),
-                has_source=False, timeout_secs=run.collective_timeout_secs)
+                has_source=False, timeout_secs=run.task_timeout_secs)
+        watchdog = run.cluster_task and cluster.watchdog(
+            run.cluster_task, run.task_timeout_secs, run.variable_update, run.sync_replicas,
+            run.replicas_to_aggregate)
         try:
             final_step = training.train(
                 graph.train_tensor, config.train_dir, monitor, master=master,
@@ -97,11 +102,11 @@ def train(config):
                 scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
                 hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
                 save_interval_secs=config.schedule.save_interval_secs, config=session_config,
-                independent=collective, stop=stop, stop_group=stop_group)
+                independent=collective, stop=stop, stop_group=stop_group, watchdog=watchdog)
         except cluster.PEER_ERRORS as e:
             if not collective:
                 raise
-            raise cluster.lost_peer(run.cluster_task, e, run.collective_timeout_secs) from e
+            raise cluster.lost_peer(run.cluster_task, e, run.task_timeout_secs) from e
     if final_step is None:
         logging.info('Nothing to train: the global step has reached %d already', last_step)
     else:

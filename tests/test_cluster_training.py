@@ -271,7 +271,7 @@ def test_collective_peer_lost_fails_the_others_naming_it_and_the_job_resumes(dig
     cluster = launch.cluster_spec(launch.LOCALHOST, 0, 2)
     with Cluster(tmp_path, train_args(
             train_dir, digits_dir, 150, '--variable_update=collective', '--save_interval_secs=1',
-            f'--collective_timeout_secs={timeout}'), cluster) as job:
+            f'--task_timeout_secs={timeout}'), cluster) as job:
         job.wait_for(lambda: (checkpoint_step(train_dir) or 0) >= 10)
         job.kill('worker:1')
         killed = time.monotonic()

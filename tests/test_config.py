@@ -101,7 +101,7 @@ def tf_config(jobs, task_type, index):
     ({'base_batch_size': 0}, '--base_batch_size must be an integer >= 1, got 0'),
     ({'warmup_epochs': -1.0}, '--warmup_epochs must be a number >= 0, got -1.0'),
     ({'warmup_learning_rate': -0.5}, '--warmup_learning_rate must be a number >= 0'),
-    ({'collective_timeout_secs': -1.0}, '--collective_timeout_secs must be a number >= 0'),
+    ({'task_timeout_secs': -1.0}, '--task_timeout_secs must be a number >= 0'),
     ({'worker_hosts': '127.0.0.1:2222', 'job_name': 'worker', 'task': 1},
      '--task 1 is out of range: the cluster has 1 worker task(s), indices 0 to 0'),
     ({'tf_config': '{"cluster": {"worker": ["127.0.0.1:2222"]'}, 'TF_CONFIG is not valid JSON'),
@@ -223,11 +223,12 @@ def test_flags_are_defined_from_the_configs_once():
     flag_values = flags.FlagValues()
     slim_flags.define(TrainConfig, 'train_module', flag_values)
     flag_values(['train', '--batch_size=8', '--checkpoint_exclude_scopes=a,b',
-                 '--moving_average_decay=0.9'])
+                 '--moving_average_decay=0.9', '--collective_timeout_secs=30'])
     assert flag_values['batch_size'].default == 32
     assert flag_values['batch_size'].help == 'Examples per clone per step.'
     assert slim_flags.given(TrainConfig, flag_values) == {
-        'batch_size': 8, 'checkpoint_exclude_scopes': 'a,b', 'moving_average_decay': 0.9}
+        'batch_size': 8, 'checkpoint_exclude_scopes': 'a,b', 'moving_average_decay': 0.9,
+        'task_timeout_secs': 30.0}  # --collective_timeout_secs: its former name.
     assert {flag.name for flag in flag_values.get_key_flags_for_module('train_module')} >= {
         'batch_size', 'model_name', 'rmsprop_decay', 'ps_hosts', 'train_image_size'}
     evaluation = flags.FlagValues()

@@ -14,7 +14,8 @@ from deployment import launch
 # A task: binds its own port from TF_CONFIG (so it must be free and unique; an evaluator,
 # which the cluster does not list, binds none), prints and marks '<type><index>.ready' in
 # OUT_DIR (or, when that mark exists already, '<type><index>.restarted'), and waits for
-# every task of the cluster to be ready. Then it runs the action PLAN (JSON) names for
+# every task of the cluster to be ready (a restarted task: for up to 2 s, every task to be
+# restarted, as in a restart of the whole job). Then it runs the action PLAN (JSON) names for
 # 'type:index' or 'type': 'exit:N', 'kill' (SIGKILLs itself), 'chatter' (long stdout and
 # stderr lines), 'forever' (the ps default) or 'ignore_term'; 'once:ACTION' is ACTION the
 # first time the task runs and the default when it is restarted. A signal writes
@@ -33,7 +34,8 @@ if action.startswith('once:'):
     action = default if restarted else action[5:]
 
 def mark(what):
-    info = {'pid': os.getpid(), 'args': sys.argv[3:], 'tf_config': config}
+    info = {'pid': os.getpid(), 'args': sys.argv[3:], 'tf_config': config,
+            'network': os.readlink('/proc/self/ns/net')}
     path = os.path.join(out_dir, f'{kind}{index}.{what}')
     with open(path + '.tmp', 'w') as f:
         json.dump(info, f)
@@ -54,6 +56,10 @@ mark('restarted' if restarted else 'ready')
 ready = [os.path.join(out_dir, f'{task_type}{i}.ready')
          for task_type, addresses in config['cluster'].items() for i in range(len(addresses))]
 while not all(map(os.path.exists, ready)):
+    time.sleep(0.01)
+end = time.monotonic() + 2
+while restarted and time.monotonic() < end and not all(
+        os.path.exists(path[:-len('ready')] + 'restarted') for path in ready):
     time.sleep(0.01)
 if action == 'chatter':
     for i in range(100):
@@ -196,6 +202,8 @@ def test_a_failed_worker_is_restarted_alone_with_the_same_tf_config(capsys, tmp_
      {'ps:0': 'once:exit:5', 'worker': 'once:forever'}, 'ps:0 ended (exit code 5)'),
     (['--num_ps_tasks', '0', '--worker_replicas', '2'],  # Collective: all or none.
      {'worker:1': 'once:kill', 'worker:0': 'once:forever'}, 'worker:1 ended (signal SIGKILL)'),
+    (['--num_ps_tasks', '1', '--worker_replicas', '2'],  # It lost a task it needs.
+     {'worker:1': 'once:exit:75', 'worker:0': 'once:forever'}, 'worker:1 ended (exit code 75)'),
 ])
 def test_a_dead_ps_task_or_collective_worker_restarts_the_whole_job(capsys, tmp_path, options,
                                                                     plan, dead):
@@ -204,6 +212,16 @@ def test_a_dead_ps_task_or_collective_worker_restarts_the_whole_job(capsys, tmp_
     assert code == 0
     assert err == f'{PROG}: {dead}; restarting the whole job (restart 1 of 1)\n'
     assert sorted(marks(tmp_path, 'restarted')) == sorted(marks(tmp_path, 'ready'))
+
+
+def test_a_users_mistake_is_not_restarted(capsys, tmp_path):
+    code, _, err, _ = launch_tasks(
+        capsys, tmp_path, ['--num_ps_tasks', '1', '--worker_replicas', '2',
+                           '--max_restarts', '3'], plan={'worker:1': 'exit:2', 'worker': 'forever'})
+    assert code == 1
+    assert err == (f"{PROG}: error: failed: worker:1 (exit code 2), a user's mistake that a "
+                   'restart repeats; stopped all tasks\n')
+    assert marks(tmp_path, 'restarted') == {}
 
 
 def test_restarts_run_out_and_every_task_stops(capsys, tmp_path):
@@ -281,6 +299,14 @@ def test_signal_to_launcher_reaches_every_task(tmp_path, signum):
     (['--num_ps_tasks=0', '--worker_replicas=1', 'python'], 'unrecognized arguments: python'),
     (['--num_ps_tasks=0', '--worker_replicas=1', '--bind=192.0.2.1'],
      '--bind 192.0.2.1: Cannot assign requested address'),
+    (['--num_ps_tasks=0', '--worker_replicas=1', '--bind=0.0.0.0', '--emulated_hosts'],
+     '--bind and --emulated_hosts exclude each other: emulated hosts have addresses of their '
+     'own'),
+    (['--num_ps_tasks=0', '--worker_replicas=1', '--link_bandwidth=1gbit'],
+     '--link_bandwidth needs --emulated_hosts'),
+    (['--num_ps_tasks=0', '--worker_replicas=1', '--emulated_hosts', '--link_bandwidth=fast'],
+     '--emulated_hosts: bandwidth of worker-0 must be a tc rate such as 100mbit or 1gbit, got '
+     "'fast'"),
 ])
 def test_bad_arguments_end_in_one_line_and_exit_code_2(capsys, options, message):
     assert launch.main([*options, '--', 'true']) == 2
@@ -310,3 +336,21 @@ def test_bind_elsewhere_warns(capsys, tmp_path):
                    'client that can reach their ports (no authentication)\n')
     cluster = marks(tmp_path, 'ready')['ps0']['tf_config']['cluster']
     assert all(address.startswith('0.0.0.0:') for address in cluster['ps'] + cluster['worker'])
+
+
+def test_emulated_hosts_run_each_task_on_a_host_of_its_own(capsys, tmp_path):
+    code, _, err, _ = launch_tasks(
+        capsys, tmp_path, ['--num_ps_tasks', '1', '--worker_replicas', '2', '--evaluator',
+                           '--emulated_hosts'])
+    assert code == 0, err  # Where emulated hosts cannot run, err says why.
+    (line,) = err.splitlines()
+    prefix = re.fullmatch(r'\S+: emulated hosts (emuhost-\S+): ps-0\.cluster=(\S+) '
+                          r'worker-0\.cluster=\S+ worker-1\.cluster=\S+ '
+                          r'evaluator-0\.cluster=\S+', line)[1]
+    ready = marks(tmp_path, 'ready')
+    assert ready['ps0']['tf_config']['cluster'] == {
+        'ps': ['ps-0.cluster:2222'], 'worker': ['worker-0.cluster:2222', 'worker-1.cluster:2222']}
+    networks = {info['network'] for info in ready.values()}
+    assert len(networks) == 4 and os.readlink('/proc/self/ns/net') not in networks
+    assert prefix not in subprocess.run(['ip', 'netns', 'list'], capture_output=True,
+                                        text=True).stdout

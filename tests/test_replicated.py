@@ -260,7 +260,7 @@ def test_reference_variables_are_refused():
     ({'variable_update': 'replicated', 'num_clones': 2, 'clone_devices': ['/cpu:0'] * 2},
      r'must sit on distinct devices'),
     ({'all_reduce_pack_bytes': -1}, r'all_reduce_pack_bytes must be an integer >= 0, got -1'),
-    ({'collective_timeout_secs': -1}, r'collective_timeout_secs must be a number >= 0'),
+    ({'task_timeout_secs': -1}, r'task_timeout_secs must be a number >= 0'),
 ])
 def test_bad_replication_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
