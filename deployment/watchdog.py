@@ -2,9 +2,12 @@
 
 TensorFlow waits forever for a task whose host went silent (power or network lost: no TCP
 reset ever arrives), so no restart policy fires. A Watchdog thread opens a TCP connection to
-each task this one needs every few seconds; a task answers when the handshake completes,
-which the kernel of a live host does even while the task's process is busy (initializing,
-checkpointing, waiting for slow peers). When a task that answered before has not answered
+each task this one needs every few seconds; a task answers when its host responds: the
+handshake completes, which the kernel of a live host does even while the task's process is
+busy or frozen (initializing, checkpointing, waiting for slow peers), or the connection is
+refused, when the task's process has ended (a task that finished its work is not lost, and
+TensorFlow reports at once a crashed task's reset connections). When a task that answered
+before has not answered
 for `timeout_secs`, the watchdog prints one line naming it and its address and ends the
 process with EXIT_CODE, which restart policies retry (the job resumes from the chief's last
 checkpoint). A task that never answered yet (its host not up yet) is waited for, as
@@ -49,9 +52,16 @@ def silence(names, here, seconds):
 
 def answering(addresses, timeout_secs):
     """The names among `addresses` ({name: 'host:port'}) whose TCP handshake completes within
-    `timeout_secs`, all tried at once. A name that does not resolve, a refused connection
-    (no server there) and silence are no answer."""
-    answered = set()
+    `timeout_secs` (see responses)."""
+    return {name for name, accepted in responses(addresses, timeout_secs).items() if accepted}
+
+
+def responses(addresses, timeout_secs):
+    """{name: whether the connection was accepted (else refused)} of the names among
+    `addresses` ({name: 'host:port'}) whose host responds to a TCP handshake within
+    `timeout_secs`, all tried at once. A name that does not resolve and silence are no
+    response."""
+    answered = {}
     with selectors.DefaultSelector() as selector, contextlib.ExitStack() as sockets:
         for name, address in addresses.items():
             host, _, port = address.rpartition(':')
@@ -63,16 +73,17 @@ def answering(addresses, timeout_secs):
                 code = probe.connect_ex(target)
             except (OSError, ValueError):
                 continue
-            if code == 0:
-                answered.add(name)
+            if code in (0, errno.ECONNREFUSED):
+                answered[name] = code == 0
             elif code == errno.EINPROGRESS:
                 selector.register(probe, selectors.EVENT_WRITE, name)
         deadline = time.monotonic() + timeout_secs
         while selector.get_map() and time.monotonic() < deadline:
             for key, _ in selector.select(max(0.0, deadline - time.monotonic())):
                 selector.unregister(key.fileobj)
-                if not key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-                    answered.add(key.data)
+                code = key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if code in (0, errno.ECONNREFUSED):
+                    answered[key.data] = code == 0
     return answered
 
 
@@ -145,7 +156,7 @@ class Watchdog:
         addresses = {**self.needs, **self.while_waiting}
         while not self._stopped.is_set():
             round_started = time.monotonic()
-            for name in answering(addresses, self.probe_secs):
+            for name in responses(addresses, self.probe_secs):
                 self.last_answer[name] = time.monotonic()
             now = time.monotonic()
             needed = {**self.needs, **(self.while_waiting if self._waiting else {})}
