@@ -2,7 +2,8 @@
 
     python benchmarks/fault_injection.py [--kills 5] [--seed 0] [--max_number_of_steps 1000]
         [--num_ps_tasks 1] [--worker_replicas 2] [--max_restarts N] [--signals SIGKILL,SIGTERM]
-        [--plan TASK[@SIGNAL],...] [--train_dir DIR] [--dataset_dir DIR] [--min_accuracy 0.9]
+        [--emulated_hosts [--partitions N] [--task_timeout_secs 20]]
+        [--plan TASK[@FAULT],...] [--train_dir DIR] [--dataset_dir DIR] [--min_accuracy 0.9]
         [--time_limit_secs 900] [--json] [--verbose] [--keep] [-- TRAINING FLAGS...]
 
 It runs `python -m deployment.launch --num_ps_tasks P --worker_replicas W --max_restarts N`
@@ -32,6 +33,15 @@ accuracy is at least --min_accuracy; 1 otherwise, with one line on stderr saying
 work directory, with the launcher's output in launch.log, is then kept); 2 for bad
 arguments.
 
+With --emulated_hosts the launcher runs each task on an emulated host of its own
+(deployment.emulated_hosts; needs root), and --partitions N adds N partitions to the kills
+(with the same seeded choice of tasks and steps, the kinds in random order): the task's host
+is cut off (no reset: its packets vanish) for a random time, either shorter (0.2-0.7 x) or
+longer (1.5-2.5 x) than --task_timeout_secs, then healed. A short one must heal with no
+restart; after a long one, the tasks that need the host exit (code 75) and the launcher
+restarts the whole job, which resumes once the host is back. A partition has recovered when
+the chief trains after the heal (and after the restart, if there was one).
+
 Everything is bounded by --time_limit_secs: on expiry, or on SIGINT/SIGTERM, the launcher
 and every task are killed. The default run (5 kills, 1000 steps, 1 ps + 2 workers) takes
 3-4 minutes on a shared 2-core machine (seed 0: 235 s, seed 5: 178 s), about 130 s of
@@ -52,10 +62,12 @@ import queue
 import time
 
 from arguments import at_least  # benchmarks/arguments.py
+from deployment import emulated_hosts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = os.path.basename(__file__)
 SIGNALS = {'SIGKILL': signal.SIGKILL, 'SIGTERM': signal.SIGTERM}
+PARTITION = 'PARTITION'  # The fault that cuts a task's host off, in --plan and the summary.
 ENV = {name: value for name, value in os.environ.items() if name != 'TF_CONFIG'}
 FIND_TASK_SECS = 30.0  # How long a task to kill may be missing (restarting) before an error.
 SCAN_SECS = 1.0  # How often the launcher's children are recorded, to find leftovers at the end.
@@ -67,6 +79,7 @@ RESTART = re.compile(r'launch\.py: (\w+:\d+) ended \((.*)\); restarting (it|the 
 STEP = re.compile(r'[IWE] \S+ step (\d+): loss = ')
 PLACEMENT = re.compile(r'[IWE] \S+ Placement:$')  # A worker's first line: an incarnation starts.
 SERVING = re.compile(r'[IWE] \S+ ps:\d+ serving at ')  # A ps task's first line.
+HOSTS = re.compile(r'launch\.py: emulated hosts (\S+): ')
 RESUMING = re.compile(r'[IWE] \S+ Resuming from \S*-(\d+)\b')
 STOPPED = re.compile(r'\S+: stopped by SIGTERM at global step (\d+)')
 FINISHED = re.compile(r'[IWE] \S+ Finished training at global step (\d+) after (\d+) steps')
@@ -184,6 +197,7 @@ class Job:
         self.stopped = []  # [(line number, task, global step)]: stopped by SIGTERM.
         self.finished = {}  # {task: (final global step, steps its last incarnation ran)}.
         self.seen = {}  # {(pid, start time): task} of every task process seen.
+        self.hosts = None  # The launcher's emulated_hosts.EmulatedHosts, once it said so.
         self._scanned = 0.0
 
     def _read(self, stream):
@@ -246,6 +260,10 @@ class Job:
         self.log.write(line + '\n')
         if self.echo:
             print(line, file=sys.stderr, flush=True)
+        hosts = HOSTS.match(line)
+        if hosts:
+            self.hosts = emulated_hosts.EmulatedHosts.attach(hosts[1])
+            return
         restart = RESTART.fullmatch(line)
         if restart:
             self.restarts.append((self.count, restart[1], restart[3], line))
@@ -285,15 +303,17 @@ def kill_window(args):
 
 
 def kill_plan(args, rng):
-    """[(target global step, task, signal name)] for the run, steps increasing: each kill is
-    made at the first progress line at or past its target, once the previous kill's task
-    trains again (Injector)."""
+    """[(target global step, task, signal name or PARTITION)] for the run, steps increasing:
+    each fault is made at the first progress line at or past its target, once the previous
+    one's task trains again (Injector)."""
     tasks = ([f'ps:{i}' for i in range(args.num_ps_tasks)] +
              [f'worker:{i}' for i in range(args.worker_replicas)])
     if args.plan:
         chosen = [(task, name or rng.choice(args.signals)) for task, name in args.plan]
     else:
-        chosen = [(rng.choice(tasks), rng.choice(args.signals)) for _ in range(args.kills)]
+        faults = [None] * args.kills + [PARTITION] * args.partitions
+        rng.shuffle(faults)
+        chosen = [(rng.choice(tasks), fault or rng.choice(args.signals)) for fault in faults]
     # One target in each of len(chosen) equal spans of the first half of the window: a
     # restarted worker takes many seconds to start, while the others train on, so kills
     # tend to come later than their targets.
@@ -303,10 +323,17 @@ def kill_plan(args, rng):
             for i, (task, name) in enumerate(chosen)]
 
 
+def partition_secs(timeout, rng):
+    """How long a partition lasts: shorter or longer than `timeout` seconds, at random."""
+    return round(timeout * rng.choice([rng.uniform(0.2, 0.7), rng.uniform(1.5, 2.5)]), 1)
+
+
 def launcher_argv(args, train_dir, dataset_dir):
+    hosts = ['--emulated_hosts'] if args.emulated_hosts else []
     return [sys.executable, '-m', 'deployment.launch', f'--num_ps_tasks={args.num_ps_tasks}',
             f'--worker_replicas={args.worker_replicas}', f'--max_restarts={args.max_restarts}',
-            '--', sys.executable, os.path.join(REPO, 'train_image_classifier.py'),
+            *hosts, '--', sys.executable, os.path.join(REPO, 'train_image_classifier.py'),
+            f'--task_timeout_secs={args.task_timeout_secs}',
             f'--train_dir={train_dir}', f'--dataset_dir={dataset_dir}', '--dataset_name=digits',
             '--model_name=lenet', '--num_clones=1', f'--batch_size={args.batch_size}',
             f'--log_every_n_steps={args.log_every_n_steps}',
@@ -319,9 +346,11 @@ def say(text):
 
 
 class Injector:
-    """Makes the planned kills as `job`'s global step reaches each target."""
+    """Makes the planned kills and partitions as `job`'s global step reaches each target;
+    a partition lasts partition_secs(partition_timeout, rng)."""
 
-    def __init__(self, job, plan, started, deadline, recovery_timeout, last_kill_step, gap):
+    def __init__(self, job, plan, started, deadline, recovery_timeout, last_kill_step, gap,
+                 partition_timeout=None, rng=None):
         self.job = job
         self.plan = list(plan)
         self.last_kill_step = last_kill_step  # No kill from this global step on.
@@ -333,6 +362,9 @@ class Injector:
         self.kills = []  # One dict per kill made.
         self._pending = None  # The kill awaiting its task's restart and progress.
         self._missing_since = None
+        self._partition_timeout = partition_timeout
+        self._rng = rng
+        self._heal = None  # (time.monotonic() to heal at, host) of the partition in force.
 
     def run(self):
         """Injects until the launcher exits; Failure when the time limit passes or a task
@@ -344,6 +376,11 @@ class Injector:
                 raise Failure('time limit reached')
             job.pump(min(0.2, max(0.0, self.deadline - now)))
             running = job.process.poll() is None  # Else only output is left to take.
+            if self._heal and time.monotonic() >= self._heal[0]:
+                job.hosts.heal(self._heal[1])
+                self._pending['healed_line'] = job.count
+                say(f'kill {len(self.kills)}: healed {self._heal[1]} at global step {job.step}')
+                self._heal = None
             if self._pending:
                 self._follow(self._pending, running)
             elif (running and self.plan and job.step is not None
@@ -351,6 +388,8 @@ class Injector:
                 self._kill(*self.plan[0])
 
     def _kill(self, target, task, name):
+        if name == PARTITION:
+            return self._partition(target, task)
         job = self.job
         pid = job.record_tasks().get(task)
         if pid is None:  # Between incarnations, or finished.
@@ -364,14 +403,35 @@ class Injector:
             os.kill(pid, SIGNALS[name])
         except ProcessLookupError:
             return  # It ended just now: the next loop looks again.
+        self._made(target, task, name, pid=pid)
+        say(f'kill {len(self.kills)}: {name} to {task} (pid {pid}) at global step {job.step}')
+
+    def _partition(self, target, task):
+        host = task.replace(':', '-')  # launch.host_names
+        seconds = partition_secs(self._partition_timeout, self._rng)
+        self.job.hosts.partition(host)
+        self._heal = (time.monotonic() + seconds, host)
+        self._made(target, task, PARTITION, partition_secs=seconds, healed_line=None)
+        say(f'kill {len(self.kills)}: cut {host} off for {seconds:g} s at global step '
+            f'{self.job.step}')
+
+    def _made(self, target, task, name, **facts):
+        """Records the fault just made; it is pending until recovered (_follow)."""
         self.plan.pop(0)
-        kill = {'task': task, 'signal': name, 'target_step': target, 'step': job.step,
-                'pid': pid, 'seconds': round(time.monotonic() - self.started, 1),
+        kill = {'task': task, 'signal': name, 'target_step': target, 'step': self.job.step,
+                'seconds': round(time.monotonic() - self.started, 1),
                 'restart': None, 'stopped_at': None, 'resumed_from': None,
-                'recovery_secs': None, 'line': job.count}
+                'recovery_secs': None, 'line': self.job.count, **facts}
         self.kills.append(kill)
         self._pending = kill
-        say(f'kill {len(self.kills)}: {name} to {task} (pid {pid}) at global step {job.step}')
+
+    def _recovered(self, kill, watched):
+        job = self.job
+        kill['recovery_secs'] = round(time.monotonic() - self.started - kill['seconds'], 1)
+        say(f'kill {len(self.kills)}: {watched} trains again {kill["recovery_secs"]:g} s after '
+            f'the kill, at global step {job.step}')
+        self._pending = None
+        self._not_before = job.step + self.gap
 
     def _follow(self, kill, running):
         """Records what the kill led to; clears _pending once the task trained again.
@@ -390,19 +450,20 @@ class Injector:
                     say(f'warning: after the kill of {task} the launcher restarted '
                         f'{restart[1]}: {restart[3]}')
         watched = task if task.startswith('worker:') else 'worker:0'
-        if kill['restart'] is not None:
+        if kill['signal'] == PARTITION:  # The chief trains after the heal.
+            watched = 'worker:0'
+            if kill['healed_line'] is not None and kill['restart'] is None and (
+                    job.stepped.get(watched, 0) > kill['healed_line']):
+                return self._recovered(kill, watched)
+        healed = kill.get('healed_line', 0)  # A kill needs no heal.
+        if kill['restart'] is not None and healed is not None:
             if kill['resumed_from'] is None:
                 kill['resumed_from'] = next(
                     (step for number, resumer, step in job.resumed
                      if number > kill['restart_line'] and resumer == 'worker:0'), None)
-            if job.trained_since(watched, kill['restart_line']):
-                kill['recovery_secs'] = round(time.monotonic() - self.started -
-                                              kill['seconds'], 1)
-                say(f'kill {len(self.kills)}: {watched} trains again '
-                    f'{kill["recovery_secs"]:g} s after the kill, at global step {job.step}')
-                self._pending = None
-                self._not_before = job.step + self.gap
-                return
+            if (job.trained_since(watched, kill['restart_line'])
+                    and job.stepped.get(watched, 0) > healed):
+                return self._recovered(kill, watched)
         waited = time.monotonic() - self.started - kill['seconds']
         if running and waited > self.recovery_timeout:
             what = 'was not restarted' if kill['restart'] is None else 'did not train again'
@@ -475,7 +536,8 @@ def fault_injection(args, work_dir):
                 f'{len(plan)} kills planned at global steps {[p[0] for p in plan]}')
             injector = Injector(job, plan, started, deadline, args.recovery_timeout_secs,
                                 last_kill_step=kill_window(args)[1],
-                                gap=2 * args.log_every_n_steps)
+                                gap=2 * args.log_every_n_steps,
+                                partition_timeout=args.task_timeout_secs, rng=rng)
             try:
                 injector.run()
             finally:
@@ -539,6 +601,8 @@ def report(summary):
     for i, kill in enumerate(s['kills'], 1):
         facts = [f"kill {i}: {kill['task']:<9} {kill['signal']:<7} at global step "
                  f"{kill['step']} (target {kill['target_step']}, {kill['seconds']:g} s)"]
+        if kill['signal'] == PARTITION:
+            facts.append(f"cut off for {kill['partition_secs']:g} s")
         if kill['stopped_at'] is not None:
             facts.append(f"stopped at step {kill['stopped_at']}")
         if kill['resumed_from'] is not None:
@@ -585,15 +649,18 @@ def signal_list(text):
 
 
 def plan_list(text):
-    """'worker:1,ps:0@SIGTERM' -> [('worker:1', None), ('ps:0', 'SIGTERM')]."""
+    """'worker:1,ps:0@SIGTERM,ps:0@PARTITION' -> [('worker:1', None), ('ps:0', 'SIGTERM'),
+    ('ps:0', 'PARTITION')]."""
     plan = []
     for item in text.split(','):
         task, _, name = item.strip().partition('@')
         if not re.fullmatch(r'(ps|worker):\d+', task):
-            raise argparse.ArgumentTypeError(f'{item.strip()!r} is not TASK[@SIGNAL] with TASK '
+            raise argparse.ArgumentTypeError(f'{item.strip()!r} is not TASK[@FAULT] with TASK '
                                              'ps:I or worker:I')
         try:
-            plan.append((task, signal_name(name) if name else None))
+            fault = PARTITION if name.strip().upper() == PARTITION else (
+                signal_name(name) if name else None)
+            plan.append((task, fault))
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
     return plan
@@ -615,14 +682,23 @@ def parse_args(argv):
                              'the others train 100-250 steps alone while it restarts)')
     parser.add_argument('--kills', metavar='N', type=at_least(0), default=None,
                         help='kills to make (default 5, or the length of --plan)')
-    parser.add_argument('--plan', type=plan_list, default=None, metavar='TASK[@SIGNAL],...',
-                        help='the tasks to kill, in order, e.g. worker:1,ps:0@SIGTERM (a '
-                             'signal left out is picked from --signals); default: random tasks')
+    parser.add_argument('--plan', type=plan_list, default=None, metavar='TASK[@FAULT],...',
+                        help='the tasks to kill (or cut off), in order, e.g. '
+                             'worker:1,ps:0@SIGTERM,ps:0@PARTITION (a signal left out is '
+                             'picked from --signals); default: random tasks')
+    parser.add_argument('--emulated_hosts', action='store_true',
+                        help='run each task on an emulated host of its own (needs root)')
+    parser.add_argument('--partitions', metavar='N', type=at_least(0), default=0,
+                        help='partitions to make besides the kills (needs --emulated_hosts; '
+                             'default 0)')
+    parser.add_argument('--task_timeout_secs', metavar='SECS', type=at_least(1.0, float),
+                        default=20.0,
+                        help="the trainer's --task_timeout_secs (default 20)")
     parser.add_argument('--signals', type=signal_list, default=['SIGKILL', 'SIGTERM'],
                         metavar='SIGNAL,...',
                         help='signals a kill picks from at random (default SIGKILL,SIGTERM)')
     parser.add_argument('--max_restarts', metavar='N', type=at_least(0), default=None,
-                        help="the launcher's --max_restarts (default: kills + 2)")
+                        help="the launcher's --max_restarts (default: kills + partitions + 2)")
     parser.add_argument('--seed', metavar='N', type=int, default=0,
                         help='seed of the kill steps, tasks and signals (default 0)')
     parser.add_argument('--batch_size', metavar='N', type=at_least(1), default=32,
@@ -653,7 +729,12 @@ def parse_args(argv):
                         help='keep the work directory (kept anyway when the run fails)')
     args = parser.parse_args(argv[:split])
     args.training_flags = argv[split + 1:]
+    if not args.emulated_hosts and (args.partitions or (args.plan and any(
+            fault == PARTITION for _, fault in args.plan))):
+        parser.error('partitions need --emulated_hosts')
     if args.plan:
+        if args.partitions:
+            parser.error('--partitions and --plan exclude each other: name them in --plan')
         if args.kills is not None and args.kills != len(args.plan):
             parser.error(f'--kills {args.kills} disagrees with the {len(args.plan)} kills of '
                          '--plan')
@@ -666,7 +747,7 @@ def parse_args(argv):
     elif args.kills is None:
         args.kills = 5
     if args.max_restarts is None:
-        args.max_restarts = args.kills + 2
+        args.max_restarts = args.kills + args.partitions + 2
     if args.train_dir and os.path.exists(args.train_dir) and (
             not os.path.isdir(args.train_dir) or os.listdir(args.train_dir)):
         parser.error(f'--train_dir {args.train_dir} is not an empty directory: give a new one')

@@ -6,12 +6,10 @@ import subprocess
 import sys
 
 import pytest
-import tensorflow.compat.v1 as tf
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from clusters import ENV, REPO, checkpoint_step
+
 SCRIPT = os.path.join(REPO, 'benchmarks', 'fault_injection.py')
-ENV = {**{name: value for name, value in os.environ.items() if name != 'TF_CPP_MIN_LOG_LEVEL'},
-       'PYTHONUNBUFFERED': '1'}
 TIME_LIMIT_SECS = 200  # The script's own bound; the subprocess gets a little more.
 
 pytestmark = pytest.mark.cluster
@@ -25,11 +23,6 @@ def fault_injection(*args):
                             timeout=TIME_LIMIT_SECS + 30)
     summary = json.loads(result.stdout) if result.stdout.strip() else None
     return result.returncode, summary, result.stderr
-
-
-def checkpoint_step(train_dir):
-    latest = tf.train.latest_checkpoint(str(train_dir))
-    return int(latest.rsplit('-', 1)[1]) if latest else None
 
 
 def processes_mentioning(text):
@@ -91,11 +84,38 @@ def test_chief_stopped_by_sigterm_checkpoints_its_step_and_resumes_from_it(digit
     assert processes_mentioning(str(train_dir)) == []
 
 
+@pytest.mark.slow
+def test_partitions_on_emulated_hosts_heal_or_restart_the_job(digits_dir, tmp_path):
+    train_dir = tmp_path / 'train'
+    timeout = 8
+    # Seed 4 cuts ps-0 off for 3.2 s (shorter than the timeout), then worker-1 for 16.4 s.
+    code, summary, stderr = fault_injection(
+        '--emulated_hosts', '--plan=ps:0@PARTITION,worker:1@PARTITION', '--seed=4',
+        f'--task_timeout_secs={timeout}', '--max_number_of_steps=300', '--min_accuracy=0.8',
+        f'--dataset_dir={digits_dir}', f'--train_dir={train_dir}')
+    assert code == 0, stderr[-3000:]
+    short, long = summary['kills']
+    assert (short['task'], short['signal'], short['partition_secs']) == ('ps:0', 'PARTITION', 3.2)
+    assert (long['task'], long['signal'], long['partition_secs']) == (
+        'worker:1', 'PARTITION', 16.4)
+    # The short one healed with no restart; after the long one worker:1 found its ps silent
+    # and the launcher restarted the job, which resumed once the host was back.
+    assert short['restart'] is None and short['recovery_secs'] is not None
+    assert long['restart'] == ('launch.py: worker:1 ended (exit code 75); restarting the whole '
+                               'job (restart 1 of 4)')
+    assert long['resumed_from'] is not None and long['recovery_secs'] > 16.4
+    assert summary['final_checkpoint_step'] == 300 == checkpoint_step(train_dir)
+    assert summary['accuracy'] >= 0.8 and summary['failure'] is None
+    assert processes_mentioning(str(train_dir)) == []
+
+
 @pytest.mark.parametrize('args, message', [
     (['--plan=worker:2'], '--plan names worker:2, but the cluster has 2 worker tasks'),
     (['--plan=ps:0@SIGHUP'], "signal must be SIGKILL or SIGTERM, got 'SIGHUP'"),
-    (['--plan=chief:0'], "'chief:0' is not TASK[@SIGNAL] with TASK ps:I or worker:I"),
+    (['--plan=chief:0'], "'chief:0' is not TASK[@FAULT] with TASK ps:I or worker:I"),
     (['--plan=ps:0,worker:1', '--kills=3'], '--kills 3 disagrees with the 2 kills of --plan'),
+    (['--partitions=1'], 'partitions need --emulated_hosts'),
+    (['--plan=ps:0@PARTITION'], 'partitions need --emulated_hosts'),
 ])
 def test_bad_arguments_are_one_line(args, message):
     result = subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, env=ENV,
