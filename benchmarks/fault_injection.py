@@ -62,7 +62,7 @@ import queue
 import time
 
 from arguments import at_least  # benchmarks/arguments.py
-from deployment import emulated_hosts
+from deployment import emulated_hosts, launch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = os.path.basename(__file__)
@@ -407,7 +407,7 @@ class Injector:
         say(f'kill {len(self.kills)}: {name} to {task} (pid {pid}) at global step {job.step}')
 
     def _partition(self, target, task):
-        host = task.replace(':', '-')  # launch.host_names
+        host = launch.host_name(task)
         seconds = partition_secs(self._partition_timeout, self._rng)
         self.job.hosts.partition(host)
         self._heal = (time.monotonic() + seconds, host)

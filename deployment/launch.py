@@ -157,16 +157,22 @@ def cluster_spec(host, num_ps_tasks, worker_replicas):
     return {job: tasks for job, tasks in cluster.items() if tasks}
 
 
+def host_name(task):
+    """The emulated host of `task` ('ps:0'): 'ps-0'."""
+    return task.replace(':', '-')
+
+
 def host_names(num_ps_tasks, worker_replicas, evaluator=False):
-    """{task name: emulated host name}: 'ps:0' on 'ps-0', ..."""
+    """The emulated hosts of a cluster's tasks (host_name): ['ps-0', ..., 'worker-0', ...]."""
     counts = {'ps': num_ps_tasks, 'worker': worker_replicas, 'evaluator': int(evaluator)}
-    return {f'{job}:{index}': f'{job}-{index}' for job, count in counts.items()
-            for index in range(count)}
+    return [host_name(f'{job}:{index}') for job, count in counts.items()
+            for index in range(count)]
 
 
 def emulated_cluster_spec(hosts, num_ps_tasks, worker_replicas):
     """cluster_spec's cluster on emulated `hosts` (host_names' hosts): 'ps-0.cluster:2222'."""
-    cluster = {job: [f'{hosts[f"{job}-{index}"].fqdn}:{PORT}' for index in range(count)]
+    cluster = {job: [f'{hosts[host_name(f"{job}:{index}")].fqdn}:{PORT}'
+                     for index in range(count)]
                for job, count in (('ps', num_ps_tasks), ('worker', worker_replicas))}
     return {job: tasks for job, tasks in cluster.items() if tasks}
 
@@ -304,7 +310,8 @@ def launch(cluster, argv, prog, evaluator=False, max_restarts=0, hosts=None):
                     config = {'cluster': cluster, 'task': {'type': task_type, 'index': index}}
                     env = {**os.environ, 'TF_CONFIG': json.dumps(config),
                            'PYTHONUNBUFFERED': '1'}
-                    command = (hosts.command(f'{task_type}-{index}', argv) if hosts else argv)
+                    command = (hosts.command(host_name(f'{task_type}:{index}'), argv)
+                               if hosts else argv)
                     tasks[task_type].append(Task(task_type, index, command, env, output_lock))
                     tasks[task_type][-1].start()
         except OSError as e:
@@ -342,7 +349,7 @@ def main(argv):
         return launch(cluster, argv, prog, args.evaluator, args.max_restarts)
     names = host_names(args.num_ps_tasks, args.worker_replicas, args.evaluator)
     try:
-        hosts = emulated_hosts.EmulatedHosts(names.values(), HOSTS_DOMAIN, args.link_bandwidth)
+        hosts = emulated_hosts.EmulatedHosts(names, HOSTS_DOMAIN, args.link_bandwidth)
     except (emulated_hosts.EmulatedHostsError, ValueError) as e:
         print(f'{prog}: error: --emulated_hosts: {e}', file=sys.stderr)
         return 2

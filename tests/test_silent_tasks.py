@@ -26,7 +26,7 @@ def hosts():
     where they cannot run); the test must leave no namespace behind."""
     before = emulated_hosts.instances()
     try:
-        with emulated_hosts.EmulatedHosts(launch.host_names(1, 2).values()) as made:
+        with emulated_hosts.EmulatedHosts(launch.host_names(1, 2)) as made:
             yield made
     except emulated_hosts.EmulatedHostsError as e:
         pytest.fail(str(e))
