@@ -4,10 +4,13 @@ TF_CONFIG is the JSON of tf.distribute and Kubeflow's TFJob:
     {"cluster": {"chief": ["host:port"], "worker": ["host:port", ...], "ps": [...]},
      "task": {"type": "worker", "index": 1}}
 The flags are slim's and TensorFlow's classic ones: --ps_hosts, --worker_hosts (comma-separated
-host:port lists), --job_name (ps or worker) and --task. Workers (the chief first, if there is
-a 'chief' job) are the replicas that train; ps tasks hold the variables. An 'evaluator' task
-(index 0, as tf.distribute and TFJob define it) evaluates the chief's checkpoints; it is not
-part of the training cluster, whether or not TF_CONFIG's cluster lists it.
+host:port lists), --job_name and --task, plus --chief_host (the host:port of a 'chief' job).
+Without --task, the index comes from JOB_COMPLETION_INDEX, which Kubernetes sets in each pod
+of an Indexed Job (a JobSet's replicated job, see jobset.py): one command line, the same in
+every pod of a job, then names every task. Workers (the chief first, if there is a 'chief'
+job) are the replicas that train; ps tasks hold the variables. An 'evaluator' task (index 0,
+as tf.distribute and TFJob define it) evaluates the chief's checkpoints; it is not part of
+the training cluster, whether or not TF_CONFIG's cluster lists it.
 """
 import dataclasses
 import json
@@ -151,20 +154,30 @@ def from_tf_config(text):
         'index': 'TF_CONFIG task index'})
 
 
-def from_flags(ps_hosts, worker_hosts, job_name, task):
-    """The ClusterTask of flags --ps_hosts, --worker_hosts (comma-separated host:port lists,
-    None or '' for none), --job_name and --task; None when no host is given. UsageError
-    naming the flag when they are inconsistent."""
-    if not ps_hosts and not worker_hosts and not job_name:
+def from_flags(ps_hosts, worker_hosts, job_name, task, chief_host=None,
+               completion_index=None):
+    """The ClusterTask of flags --ps_hosts, --worker_hosts (comma-separated host:port lists),
+    --chief_host (one host:port), --job_name and --task (None: the index that
+    `completion_index`, the text of JOB_COMPLETION_INDEX, gives, or 0 when that is None or
+    blank); a host flag None or '' names no task. None when no host or job is given.
+    UsageError naming the flag, or JOB_COMPLETION_INDEX, when they are inconsistent."""
+    if not ps_hosts and not worker_hosts and not chief_host and not job_name:
         return None
-    if not worker_hosts or not job_name:
-        raise UsageError(f'--ps_hosts, --worker_hosts and --job_name go together: got '
-                         f'--worker_hosts={worker_hosts!r} --job_name={job_name!r}')
-    cluster = {'worker': [host.strip() for host in worker_hosts.split(',')]}
-    if ps_hosts:
-        cluster['ps'] = [host.strip() for host in ps_hosts.split(',')]
-    return _checked(cluster, job_name, task, {
-        'cluster': '--ps_hosts/--worker_hosts', 'type': '--job_name', 'index': '--task'})
+    if not (worker_hosts or chief_host) or not job_name:
+        raise UsageError(f'--ps_hosts, --worker_hosts (or --chief_host) and --job_name go '
+                         f'together: got --worker_hosts={worker_hosts!r} '
+                         f'--chief_host={chief_host!r} --job_name={job_name!r}')
+    hosts = {'chief': chief_host, 'worker': worker_hosts, 'ps': ps_hosts}
+    cluster = {job: [host.strip() for host in text.split(',')]
+               for job, text in hosts.items() if text}
+    index_name = '--task'
+    if task is None and completion_index and completion_index.strip():
+        index_name, task = 'JOB_COMPLETION_INDEX', completion_index.strip()
+        task = int(task) if re.fullmatch(r'-?[0-9]+', task) else task
+    host_flags = ('--ps_hosts/--chief_host/--worker_hosts' if chief_host else
+                  '--ps_hosts/--worker_hosts')
+    return _checked(cluster, job_name, 0 if task is None else task, {
+        'cluster': host_flags, 'type': '--job_name', 'index': index_name})
 
 
 def _checked(cluster, task_type, task_index, names):

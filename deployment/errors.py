@@ -10,7 +10,11 @@ keeps its traceback (exit code 1).
 
 class UsageError(ValueError):
     """A user's mistake. The message is one line that names the flag (as `--flag_name`),
-    parameter or file at fault and, where there are any, the valid choices."""
+    parameter or file at fault and, where there are any, the valid choices.
+
+    exit_code: 2, which restart policies do not retry: a restart would repeat the mistake.
+    """
+    exit_code = 2
 
 
 class ClusterError(RuntimeError):

@@ -3,8 +3,16 @@
     python -m deployment.launch --num_ps_tasks P --worker_replicas W [--sync_replicas]
         [--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts
         [--link_bandwidth RATE]] -- COMMAND [ARGS...]
+    python -m deployment.launch --jobset NAME --image IMAGE --num_ps_tasks P
+        --worker_replicas W [--chief] [--sync_replicas] [--evaluator] [--max_restarts N]
+        [--volume CLAIM:MOUNT_PATH ...] [--port PORT] -- COMMAND [ARGS...]
 
-(installed as the console command `launch_cluster` too).
+(installed as the console command `launch_cluster` too). The second form starts nothing: it
+prints a Kubernetes JobSet (YAML) that runs the same cluster, one pod per task, in container
+image IMAGE (jobset.manifest says what it does; `kubectl apply -f -` submits it). There,
+W counts every training replica: with --chief, replica 0 (the chief) gets a job of its own
+and the 'worker' job the W-1 others; the task's flags name the cluster instead of TF_CONFIG
+(jobset.cluster_flags); --max_restarts counts restarts of the whole JobSet.
 
 Contract with COMMAND: each of the P ps and W worker tasks runs
 `COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` (the flags of
@@ -56,8 +64,8 @@ import sys
 import threading
 import time
 
-from deployment import emulated_hosts
-from deployment.errors import ClusterError
+from deployment import emulated_hosts, jobset
+from deployment.errors import ClusterError, UsageError
 
 # Longer than training's default grace period (training.GRACE_SECS): a signalled task first
 # finishes its step and checkpoints.
@@ -66,11 +74,8 @@ POLL_SECS = 0.05
 LOCALHOST = '127.0.0.1'
 HOSTS_DOMAIN = 'cluster'  # Of the emulated hosts: ps-0.cluster, worker-0.cluster, ...
 PORT = 2222  # Every task's port on its emulated host.
-USAGE_EXIT_CODE = 2  # A user's mistake: restarting the task would repeat it.
-
-
-class UsageError(Exception):
-    """Bad command line; main() prints it as one line and returns 2."""
+USAGE_EXIT_CODE = UsageError.exit_code  # A user's mistake: a restart would repeat it.
+JOBSET_ONLY = ('image', 'chief', 'volume', 'port')  # Options that need --jobset.
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,23 +87,26 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser():
     parser = _Parser(
-        usage='%(prog)s --num_ps_tasks P --worker_replicas W [--sync_replicas] '
+        usage='%(prog)s [--jobset NAME --image IMAGE [--chief] [--volume CLAIM:MOUNT_PATH] '
+              '[--port PORT]] --num_ps_tasks P --worker_replicas W [--sync_replicas] '
               '[--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts '
               '[--link_bandwidth RATE]] -- COMMAND [ARGS...]',
         description='Runs P ps and W worker tasks of COMMAND on this machine, each as '
                     '`COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` '
-                    'with TF_CONFIG naming the cluster and the task.')
+                    'with TF_CONFIG naming the cluster and the task; with --jobset, prints '
+                    'a Kubernetes JobSet running them instead.')
     parser.add_argument('--num_ps_tasks', type=int, required=True, metavar='P',
                         help='parameter-server tasks (0 or more)')
     parser.add_argument('--worker_replicas', type=int, required=True, metavar='W',
-                        help='worker tasks (1 or more)')
+                        help='worker tasks, the chief included (1 or more)')
     parser.add_argument('--sync_replicas', action='store_true',
                         help='also pass --sync_replicas to every task (needs W > 1)')
     parser.add_argument('--evaluator', action='store_true',
                         help='also run an evaluator task, which evaluates every checkpoint')
     parser.add_argument('--max_restarts', type=int, default=0, metavar='N',
                         help='restarts of failed tasks (or of the whole job, when a ps task '
-                             'fails) allowed in all (default 0: the first failure stops all)')
+                             'fails; with --jobset, always) allowed in all (default 0: the '
+                             'first failure stops all)')
     parser.add_argument('--bind', default=LOCALHOST, metavar='ADDRESS',
                         help=f'address of the tasks in TF_CONFIG (default {LOCALHOST})')
     parser.add_argument('--emulated_hosts', action='store_true',
@@ -106,13 +114,28 @@ def _parser():
     parser.add_argument('--link_bandwidth', metavar='RATE',
                         help="limit of each emulated host's link, as tc writes it: 100mbit, "
                              '1gbit (default: none)')
+    parser.add_argument('--jobset', metavar='NAME',
+                        help='print a Kubernetes JobSet named NAME (YAML) that runs the tasks, '
+                             'one pod each, instead of running them here')
+    parser.add_argument('--image', metavar='IMAGE',
+                        help='with --jobset: the container image that runs COMMAND')
+    parser.add_argument('--chief', action='store_true',
+                        help='with --jobset: a job of its own for the chief, which is one of '
+                             'the W replicas')
+    parser.add_argument('--volume', action='append', default=[], metavar='CLAIM:MOUNT_PATH',
+                        help='with --jobset: mount PersistentVolumeClaim CLAIM at MOUNT_PATH in '
+                             'the chief, worker and evaluator pods (repeatable); --train_dir '
+                             'must be on one for restarts to resume')
+    parser.add_argument('--port', type=int, metavar='PORT',
+                        help=f'with --jobset: the port of every task (default {jobset.PORT})')
     return parser
 
 
 def parse_args(argv):
     """(options, COMMAND + ARGS) from the launcher's arguments; raises UsageError."""
     split = argv.index('--') if '--' in argv else len(argv)
-    args = _parser().parse_args(argv[:split])
+    parser = _parser()
+    args = parser.parse_args(argv[:split])
     command = argv[split + 1:]
     if args.num_ps_tasks < 0:
         raise UsageError(f'--num_ps_tasks must be >= 0, got {args.num_ps_tasks}')
@@ -123,6 +146,16 @@ def parse_args(argv):
                          f'got {args.worker_replicas}')
     if args.max_restarts < 0:
         raise UsageError(f'--max_restarts must be >= 0, got {args.max_restarts}')
+    if args.jobset is None:
+        given = [name for name in JOBSET_ONLY
+                 if getattr(args, name) != parser.get_default(name)]
+        if given:
+            raise UsageError(f'--{given[0]} needs --jobset')
+    elif args.emulated_hosts or args.bind != LOCALHOST or args.link_bandwidth:
+        raise UsageError('--jobset excludes --emulated_hosts, --bind and --link_bandwidth: '
+                         'Kubernetes gives each pod a host of its own')
+    elif args.image is None:
+        raise UsageError('--jobset needs --image, the container image that runs COMMAND')
     if args.emulated_hosts and args.bind != LOCALHOST:
         raise UsageError('--bind and --emulated_hosts exclude each other: emulated hosts '
                          'have addresses of their own')
@@ -330,7 +363,16 @@ def main(argv):
     prog = os.path.basename(sys.argv[0])
     try:
         args, command = parse_args(argv)
-        if not args.emulated_hosts:
+        argv = [*command, f'--worker_replicas={args.worker_replicas}',
+                f'--num_ps_tasks={args.num_ps_tasks}']
+        if args.sync_replicas:
+            argv.append('--sync_replicas')
+        if args.jobset is not None:
+            spec = jobset.manifest(
+                args.jobset, args.image, argv, args.num_ps_tasks, args.worker_replicas,
+                args.chief, args.evaluator, args.max_restarts, args.volume,
+                jobset.PORT if args.port is None else args.port)
+        elif not args.emulated_hosts:
             try:
                 cluster = cluster_spec(args.bind, args.num_ps_tasks, args.worker_replicas)
             except OSError as e:
@@ -338,13 +380,12 @@ def main(argv):
     except UsageError as e:
         print(f'{prog}: error: {e}', file=sys.stderr)
         return 2
+    if args.jobset is not None:
+        print(jobset.to_yaml(spec), end='')
+        return 0
     if args.bind != LOCALHOST:
         print(f'{prog}: warning: --bind {args.bind}: TensorFlow\'s gRPC servers accept any '
               'client that can reach their ports (no authentication)', file=sys.stderr)
-    argv = [*command, f'--worker_replicas={args.worker_replicas}',
-            f'--num_ps_tasks={args.num_ps_tasks}']
-    if args.sync_replicas:
-        argv.append('--sync_replicas')
     if not args.emulated_hosts:
         return launch(cluster, argv, prog, args.evaluator, args.max_restarts)
     names = host_names(args.num_ps_tasks, args.worker_replicas, args.evaluator)

@@ -198,22 +198,31 @@ class OptimizationConfig:
 @dataclasses.dataclass(frozen=True)
 class ClusterConfig:
     """This worker's place among the replicas: alone, a task of the cluster that TF_CONFIG
-    or --ps_hosts/--worker_hosts/--job_name/--task name, or (slim's way) a replica of
-    servers started by hand, reached through --master.
+    or --ps_hosts/--chief_host/--worker_hosts/--job_name/--task name, or (slim's way) a
+    replica of servers started by hand, reached through --master.
 
     worker_replicas, num_ps_tasks and task: None means taken from the named cluster (1, 0
-    and 0 without one); given, they must agree with it. After construction they hold the
-    resolved values, and `cluster_task` holds this process's ClusterTask (None when no
-    cluster is named). tf_config: the text of the TF_CONFIG environment variable (None: unset).
+    and 0 without one); given, they must agree with it, except --task with the host flags,
+    which is the index in --job_name's job (None: JOB_COMPLETION_INDEX's, or 0). After
+    construction they hold the resolved values (task: the replica index), and
+    `cluster_task` holds this process's ClusterTask (None when no cluster is named).
+    tf_config and job_completion_index: the text of the environment variables TF_CONFIG and
+    JOB_COMPLETION_INDEX (set in each pod of a Kubernetes Indexed Job); None: unset.
     """
     ps_hosts: str | None = setting(None, 'Comma-separated host:port of the ps tasks (instead '
                                          'of TF_CONFIG).')
     worker_hosts: str | None = setting(None, 'Comma-separated host:port of the worker tasks '
-                                             '(instead of TF_CONFIG); worker 0 is the chief.')
-    job_name: str | None = setting(None, "This task's job in --ps_hosts/--worker_hosts: ps or "
-                                         'worker; --task is its index.')
-    task: int | None = setting(None, 'Index of this worker replica, 0 being the chief; None: '
-                                     "the cluster's, or 0.")
+                                             '(instead of TF_CONFIG); worker 0 is the chief '
+                                             'unless --chief_host names one.')
+    chief_host: str | None = setting(None, "host:port of a chief task of its own (TF_CONFIG's "
+                                           "'chief' job): training replica 0, before the "
+                                           'workers.')
+    job_name: str | None = setting(None, "This task's job in the host flags: ps, chief, worker "
+                                         'or evaluator; --task is its index.')
+    task: int | None = setting(None, "Index of this task in --job_name's job, or of this worker "
+                                     'replica (0 being the chief) without the host flags; None: '
+                                     "JOB_COMPLETION_INDEX (with the host flags), the cluster's, "
+                                     'or 0.')
     worker_replicas: int | None = setting(None, 'Worker replicas; None: the cluster\'s, or 1.')
     num_ps_tasks: int | None = setting(None, 'Parameter-server tasks holding the variables; '
                                              "None: the cluster's, or 0 (variables local).")
@@ -243,7 +252,13 @@ class ClusterConfig:
         False, "Batch norm normalizes with the mean and variance of the global batch (every "
                "clone's, and with --variable_update=collective every worker's) instead of "
                "each clone's own.")
+    link_gbps: float | None = setting(
+        None, "Bandwidth of each host's network link in Gbit/s, each way: the start-up plan "
+              "then states what a step moves through each worker's and ps task's link, the "
+              'least time that takes, the bottleneck and how many ps tasks would remove it; '
+              'None: no network estimate.')
     tf_config: str | None = dataclasses.field(default=None, metadata={'flag': False})
+    job_completion_index: str | None = dataclasses.field(default=None, metadata={'flag': False})
     cluster_task: cluster.ClusterTask | None = dataclasses.field(
         default=None, init=False, compare=False, repr=False)
 
@@ -252,8 +267,11 @@ class ClusterConfig:
         model_deploy.VARIABLE_UPDATES.check(self.variable_update)
         _check_int('all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0)
         _check_number('task_timeout_secs', self.task_timeout_secs)
+        _check_number('link_gbps', self.link_gbps, positive=True, none_ok=True)
         task = self._named_task()
         object.__setattr__(self, 'cluster_task', task)
+        if task and self.job_name:  # Named by the host flags: --task was used as its index.
+            object.__setattr__(self, 'task', None)
         resolved = {'worker_replicas': 1, 'num_ps_tasks': 0, 'task': 0}
         if task:
             resolved = {'worker_replicas': task.num_replicas,
@@ -300,7 +318,7 @@ class ClusterConfig:
         """The ClusterTask that TF_CONFIG or the host flags name; None if neither does."""
         from_environment = cluster.from_tf_config(self.tf_config)
         from_flags = cluster.from_flags(self.ps_hosts, self.worker_hosts, self.job_name,
-                                        0 if self.task is None else self.task)
+                                        self.task, self.chief_host, self.job_completion_index)
         if from_flags and from_environment:
             raise UsageError('both TF_CONFIG and --ps_hosts/--worker_hosts/--job_name name a '
                              'cluster: unset one')

@@ -40,9 +40,11 @@ def given(config_class, flag_values=FLAGS):
 
 
 def train_config(flag_values=FLAGS, environ=os.environ):
-    """The TrainConfig of the flags given and the TF_CONFIG environment variable."""
-    return config.TrainConfig.from_flags({**given(config.TrainConfig, flag_values),
-                                          'tf_config': environ.get('TF_CONFIG')})
+    """The TrainConfig of the flags given and the environment variables TF_CONFIG and
+    JOB_COMPLETION_INDEX (config.ClusterConfig)."""
+    return config.TrainConfig.from_flags({
+        **given(config.TrainConfig, flag_values), 'tf_config': environ.get('TF_CONFIG'),
+        'job_completion_index': environ.get('JOB_COMPLETION_INDEX')})
 
 
 def eval_config(flag_values=FLAGS):
