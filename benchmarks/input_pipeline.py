@@ -22,6 +22,8 @@ import tensorflow.compat.v1 as tf
 from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy, optimization, training
 from image_classifier import config, parts
+import harness  # benchmarks/harness.py
+from harness import at_least
 
 BATCH_SIZE = 32
 NUM_CLONES = 2
@@ -104,11 +106,9 @@ def benchmark(name, split, model_name, steps, rounds):
         return tf.data.Dataset.from_tensors(batch).repeat()
 
     alone = pipeline_rate(real, steps)
-    rates = {'real': [], 'memory': []}
-    for _ in range(rounds):
-        rates['real'].append(training_rate(real, model, steps))
-        rates['memory'].append(training_rate(memory, model, steps))
-    real_rate, memory_rate = (statistics.median(rates[k]) for k in ('real', 'memory'))
+    feeds = {'real': real, 'memory': memory}
+    rates = harness.rounds(feeds, rounds, lambda feed: training_rate(feeds[feed], model, steps))
+    real_rate, memory_rate = (statistics.median(rates[feed]) for feed in feeds)
     print(f'{name:<22} pipeline alone {alone:9.0f} ex/s | training: real pipeline '
           f'{real_rate:7.0f} ex/s, in memory {memory_rate:7.0f} ex/s, '
           f'ratio {real_rate / memory_rate:.3f}', flush=True)
@@ -116,8 +116,10 @@ def benchmark(name, split, model_name, steps, rounds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--steps', type=int, default=150, help='timed steps per measurement')
-    parser.add_argument('--rounds', type=int, default=3, help='alternating training rounds')
+    parser.add_argument('--steps', type=at_least(1), default=150,
+                        help='timed steps per measurement')
+    parser.add_argument('--rounds', type=at_least(1), default=3,
+                        help='alternating training rounds')
     args = parser.parse_args()
     print(f'{os.cpu_count()} cores, {NUM_CLONES} clones x batch {BATCH_SIZE}, '
           f'{args.steps} steps x {args.rounds} rounds')

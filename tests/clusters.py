@@ -1,37 +1,24 @@
 """Helpers of the cluster tests: training tasks as real processes, through the launcher or
-started one by one (on this machine's network or on emulated hosts), and what they left."""
-import json
-import os
+started one by one (on this machine's network or on emulated hosts), and what they left.
+Built on helpers.py (which holds REPO, ENV, TRAIN, train_args, tf_config, checkpoint_step)."""
 import re
 import signal
-import subprocess
 import sys
-import time
 
 import tensorflow.compat.v1 as tf
 
 from deployment import launch
+from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
 from nets import nets_factory
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = [sys.executable, os.path.join(REPO, 'train_image_classifier.py')]
-# As a user runs it: the entry points quiet TensorFlow themselves.
-ENV = {**{name: value for name, value in os.environ.items() if name != 'TF_CPP_MIN_LOG_LEVEL'},
-       'PYTHONUNBUFFERED': '1'}
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.
 
 
-def train_args(train_dir, digits_dir, steps, *extra):
-    return [f'--train_dir={train_dir}', f'--dataset_dir={digits_dir}', '--num_clones=1',
-            '--batch_size=16', '--log_every_n_steps=5', f'--max_number_of_steps={steps}',
-            *extra]
-
-
-def launch_cluster(*options, args):
-    """Runs the launcher on train_image_classifier.py; returns (exit code, output)."""
-    result = subprocess.run(
-        [sys.executable, '-m', 'deployment.launch', *options, '--', *TRAIN, *args],
-        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_SECS)
+def launch_cluster(*options, args, timeout=LAUNCH_TIMEOUT_SECS):
+    """Runs the launcher with `options` on train_image_classifier.py with `args`; returns
+    (exit code, stdout + stderr)."""
+    result = run([sys.executable, '-m', 'deployment.launch', *options, '--', *TRAIN, *args],
+                 cwd=REPO, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
 
 
@@ -48,11 +35,6 @@ def steps_run(lines):
     return int(match[1]), int(match[2])
 
 
-def checkpoint_step(train_dir):
-    latest = tf.train.latest_checkpoint(str(train_dir))
-    return int(latest.rsplit('-', 1)[1]) if latest else None
-
-
 def assert_restores(train_dir, step):
     """The latest checkpoint restores into a fresh lenet graph at global step `step`."""
     with tf.Graph().as_default():
@@ -62,10 +44,6 @@ def assert_restores(train_dir, step):
         with tf.Session() as sess:
             tf.train.Saver().restore(sess, tf.train.latest_checkpoint(str(train_dir)))
             assert sess.run(global_step) == step
-
-
-def tf_config(cluster, task_type, index):
-    return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})
 
 
 class Cluster:
@@ -100,19 +78,14 @@ class Cluster:
         command = [*TRAIN, *args]
         if self.hosts:
             command = self.hosts.command(f'{kind}-{index}', command)
-        with open(log, 'w') as out:
-            self.processes[task] = subprocess.Popen(
-                command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.processes[task] = start_logged(command, log, env)
         self.logs[f'{task}.{incarnation}'] = log
 
     def log(self, task, incarnation=0):
         return self.logs[f'{task}.{incarnation}'].read_text()
 
     def wait_for(self, predicate, timeout=120):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, 'timed out'
-            time.sleep(0.2)
+        wait_for(predicate, timeout)
 
     def kill(self, task):
         self.processes[task].send_signal(signal.SIGKILL)

@@ -6,6 +6,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from deployment.model_deploy import DeploymentConfig, deploy, optimize_clones, create_clones
+from helpers import assert_values_close, cpu_session, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 CLASSES = 5
@@ -17,9 +18,8 @@ OPTIMIZERS = {
 
 
 def _data(examples, seed=0):
-    rng = np.random.RandomState(seed)
-    return (rng.rand(examples, 6, 6, 3).astype(np.float32),
-            rng.randint(CLASSES, size=examples).astype(np.int64))
+    """(images [examples, 6, 6, 3] in [0, 1), labels [examples]) numpy arrays."""
+    return labelled_images((examples, 6, 6, 3), CLASSES, seed)
 
 
 def _model(images, labels, batch_norm=False):
@@ -52,7 +52,7 @@ def _train(data, updates, accumulation, num_clones=1, variable_update='parameter
                        optimizer=OPTIMIZERS[optimizer](),
                        gradient_accumulation_steps=accumulation)
         steps = []
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             session.run(tf.local_variables_initializer())
             for run in range(runs):
@@ -62,19 +62,12 @@ def _train(data, updates, accumulation, num_clones=1, variable_update='parameter
             return {v.op.name: session.run(v) for v in tf.global_variables()}, steps
 
 
-def _assert_close(actual, expected):
-    assert sorted(actual) == sorted(expected)
-    for name in expected:
-        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
-                                   err_msg=name)
-
-
 @pytest.mark.parametrize('optimizer', sorted(OPTIMIZERS))
 def test_four_micro_batches_of_8_equal_one_batch_of_32(optimizer):
     data = _data(64)
     whole, whole_steps = _train(data, 2, 1, optimizer=optimizer)
     accumulated, steps = _train(data, 2, 4, optimizer=optimizer)
-    _assert_close(accumulated, whole)
+    assert_values_close(accumulated, whole, rtol=1e-5, atol=1e-6)
     assert whole_steps == [1, 2]
     assert steps == [0, 0, 0, 1, 1, 1, 1, 2]
 
@@ -85,7 +78,7 @@ def test_accumulation_over_two_clones(variable_update):
     whole, _ = _train(data, 1, 1, optimizer='momentum')
     accumulated, steps = _train(data, 1, 2, num_clones=2, variable_update=variable_update,
                                 optimizer='momentum')
-    _assert_close(accumulated, whole)
+    assert_values_close(accumulated, whole, rtol=1e-5, atol=1e-6)
     assert steps == [0, 1]
 
 

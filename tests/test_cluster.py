@@ -13,20 +13,13 @@ import tensorflow.compat.v1 as tf
 from deployment import cluster
 from deployment.cluster import ClusterTask
 from deployment.errors import UsageError
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from deployment.launch import LOCALHOST, free_ports
+from helpers import REPO
 
 CHIEF = ['chief0:2222']
 WORKERS = ['worker0:2222', 'worker1:2222']
 PS = ['ps0:2222', 'ps1:2222']
 FULL_CLUSTER = {'chief': CHIEF, 'worker': WORKERS, 'ps': PS}
-
-
-def free_port():
-    """A port nothing listens on now (the kernel gave it to a socket we closed)."""
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def tf_config(cluster_jobs, task=None, **extra):
@@ -238,20 +231,20 @@ def test_flags_of_a_single_worker_need_no_ps_hosts():
 
 @pytest.mark.parametrize('ps_hosts, worker_hosts, job_name, task, message', [
     ('p0:2222', None, 'ps', 0,
-     "--ps_hosts, --worker_hosts and --job_name go together: got --worker_hosts=None "
-     "--job_name='ps'"),
+     "--ps_hosts, --worker_hosts (or --chief_host) and --job_name go together: got "
+     "--worker_hosts=None --chief_host=None --job_name='ps'"),
     ('p0:2222', 'w0:2222', None, 0,
-     "--ps_hosts, --worker_hosts and --job_name go together: got --worker_hosts='w0:2222' "
-     "--job_name=None"),
+     "--ps_hosts, --worker_hosts (or --chief_host) and --job_name go together: got "
+     "--worker_hosts='w0:2222' --chief_host=None --job_name=None"),
     ('', '', 'worker', 0,
-     "--ps_hosts, --worker_hosts and --job_name go together: got --worker_hosts='' "
-     "--job_name='worker'"),
+     "--ps_hosts, --worker_hosts (or --chief_host) and --job_name go together: got "
+     "--worker_hosts='' --chief_host=None --job_name='worker'"),
     ('p0:2222', 'w0:2222', 'worker', 1,
      '--task 1 is out of range: the cluster has 1 worker task(s), indices 0 to 0'),
     ('p0:2222', 'w0:2222', 'ps', -1,
      '--task -1 is out of range: the cluster has 1 ps task(s), indices 0 to 0'),
-    ('p0:2222', 'w0:2222', 'worker', None,
-     '--task None is out of range: the cluster has 1 worker task(s), indices 0 to 0'),
+    ('p0:2222', 'w0:2222', 'worker', '1',
+     "--task '1' is out of range: the cluster has 1 worker task(s), indices 0 to 0"),
     ('p0:2222', 'w0:2222', 'chief', 0,
      "--job_name 'chief' is not a job of the cluster (jobs: ps, worker)"),
     (None, 'w0:2222', 'ps', 0, "--job_name 'ps' is not a job of the cluster (jobs: worker)"),
@@ -286,7 +279,7 @@ def local_worker(port):
 
 
 def test_start_server_serves_sessions():
-    server = local_worker(free_port()).start_server()
+    server = local_worker(free_ports(LOCALHOST, 1)[0]).start_server()
     assert server.target.startswith('grpc://')
     with tf.Graph().as_default():
         with tf.device('/job:worker/task:0/device:CPU:0'):
@@ -299,7 +292,7 @@ def test_start_server_serves_sessions():
 
 def test_start_server_config_sets_its_devices():
     config = tf.ConfigProto(device_count={'CPU': 2})
-    server = local_worker(free_port()).start_server(config=config)
+    server = local_worker(free_ports(LOCALHOST, 1)[0]).start_server(config=config)
     with tf.Graph().as_default():
         with tf.device('/job:worker/task:0/device:CPU:1'):
             value = tf.constant(7)
@@ -354,7 +347,7 @@ def wait_until_listening(process, port, timeout=30):
 @pytest.mark.slow
 @pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
 def test_serve_returns_on_a_signal(signum):
-    ps_port, worker_port = free_port(), free_port()
+    ps_port, worker_port = free_ports(LOCALHOST, 2)
     process = subprocess.Popen(
         [sys.executable, '-c', SERVE, f'127.0.0.1:{ps_port}', f'127.0.0.1:{worker_port}'],
         env={**os.environ, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'},
@@ -387,7 +380,7 @@ def test_lost_peer_probes_the_others_when_the_error_names_none():
         listening.bind(('127.0.0.1', 0))
         listening.listen()
         alive = f'127.0.0.1:{listening.getsockname()[1]}'
-        dead = f'127.0.0.1:{free_port()}'
+        dead = f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}'
         error = tf.errors.DeadlineExceededError(None, None, 'Collective has timed out')
         task = ClusterTask({'worker': [alive, dead, alive]}, 'worker', 2)
         assert str(cluster.lost_peer(task, error, 20)) == (

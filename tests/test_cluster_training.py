@@ -5,15 +5,13 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
-from clusters import (ENV, REPO, TRAIN, Cluster, assert_restores, checkpoint_step,
-                      launch_cluster, steps_run, task_lines, tf_config, train_args)
+from clusters import Cluster, assert_restores, launch_cluster, steps_run, task_lines
 from deployment import launch
+from helpers import ENV, TRAIN, checkpoint_step, run, run_script, tf_config, train_args
 
 pytestmark = pytest.mark.cluster
 
@@ -133,9 +131,8 @@ def test_killed_chief_restarts_from_its_last_checkpoint(digits_dir, tmp_path):
 
 def evaluated_accuracy(train_dir):
     """Test accuracy of the run in train_dir, as eval_image_classifier.py reports it."""
-    result = subprocess.run([sys.executable, os.path.join(REPO, 'eval_image_classifier.py'),
-                             f'--checkpoint_path={train_dir}', f'--eval_dir={train_dir}/eval'],
-                            cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+    result = run_script('eval_image_classifier.py', f'--checkpoint_path={train_dir}',
+                        f'--eval_dir={train_dir}/eval', timeout=120)
     return float(re.search(r'^accuracy (\S+)', result.stdout, re.M)[1])
 
 
@@ -249,9 +246,8 @@ TWO_WORKERS = {'worker': ['127.0.0.1:2222', '127.0.0.1:2223'], 'ps': ['127.0.0.1
 ])
 def test_bad_cluster_input_is_one_line(digits_dir, tmp_path, tf_config_text, args, message):
     env = {**ENV, 'TF_CONFIG': tf_config_text} if tf_config_text else ENV
-    result = subprocess.run([*TRAIN, f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}',
-                             *args], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = run([*TRAIN, f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}', *args],
+                 env=env, timeout=120)
     assert result.returncode == 2
     assert f'error: {message}' in result.stderr
     assert 'Traceback' not in result.stderr
@@ -262,9 +258,8 @@ def test_bad_cluster_input_is_one_line(digits_dir, tmp_path, tf_config_text, arg
 def test_port_in_use_is_one_line(digits_dir, tmp_path, busy_port, task_type):
     address = f'127.0.0.1:{busy_port}'
     cluster = {'ps': ['127.0.0.1:1'], 'worker': ['127.0.0.1:1'], task_type: [address]}
-    result = subprocess.run([*TRAIN, f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}'],
-                            cwd=REPO, capture_output=True, text=True, timeout=120,
-                            env={**ENV, 'TF_CONFIG': tf_config(cluster, task_type, 0)})
+    result = run([*TRAIN, f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}'],
+                 env={**ENV, 'TF_CONFIG': tf_config(cluster, task_type, 0)}, timeout=120)
     assert result.returncode == 2
     assert (f'error: cannot start the gRPC server of {task_type}:0 at {address} (is the port '
             'in use?)') in result.stderr

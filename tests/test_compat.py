@@ -20,7 +20,7 @@ import tf_slim as slim
 from tf_slim.losses import metric_learning
 from tf_slim.nets import resnet_v1
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
 
 
 @pytest.mark.parametrize('rank', [2, 4])

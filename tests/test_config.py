@@ -1,19 +1,14 @@
 """Run configs: validation naming the flag, the cluster resolved from TF_CONFIG or flags,
 flags defined from the configs, and evaluation/export defaults from a run's record."""
-import json
-
 from absl import flags
 import pytest
 
 from deployment.errors import UsageError
+from helpers import tf_config
 from image_classifier import config, runs, slim_flags
 from image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 
 TWO_WORKERS = {'worker': ['127.0.0.1:2222', '127.0.0.1:2223'], 'ps': ['127.0.0.1:2224']}
-
-
-def tf_config(jobs, task_type, index):
-    return json.dumps({'cluster': jobs, 'task': {'type': task_type, 'index': index}})
 
 
 @pytest.mark.parametrize('values, message', [

@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
+from helpers import REPO
 from image_classifier import quiet
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPP_INFO_LINE = re.compile(r'^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] ', re.MULTILINE)
 ABSL_PREINIT = 'All log messages before absl::InitializeLog() is called'
 

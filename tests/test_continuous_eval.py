@@ -6,8 +6,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 
@@ -15,14 +13,11 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from deployment.errors import UsageError
+from helpers import run_script
 from image_classifier import evaluate, runs, train
 from image_classifier.config import EvalConfig, TrainConfig
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INTERVAL = 0.1  # Seconds between the loop's looks in these tests.
-# The environment of a user's shell (conftest.py quiets TensorFlow for in-process tests).
-ENV = {name: value for name, value in os.environ.items()
-       if name not in ('TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS')}
 
 
 @pytest.fixture(scope='module')
@@ -209,15 +204,9 @@ def test_continuous_evaluation_of_a_checkpoint_prefix_is_an_error(run_dir, tmp_p
     assert os.listdir(tmp_path) == []
 
 
-def run_script(*args):
-    return subprocess.run([sys.executable, os.path.join(REPO, 'eval_image_classifier.py'),
-                           *args],
-                          cwd='/', capture_output=True, text=True, timeout=300, env=ENV)
-
-
 def test_the_script_prints_a_line_per_checkpoint_and_ends_at_the_last_step(run_dir, tmp_path):
-    result = run_script(f'--checkpoint_path={run_dir}', f'--eval_dir={tmp_path}',
-                        '--eval_interval_secs=0.1')
+    result = run_script('eval_image_classifier.py', f'--checkpoint_path={run_dir}',
+                        f'--eval_dir={tmp_path}', '--eval_interval_secs=0.1')
     assert result.returncode == 0, result.stderr[-3000:]
     # The run is over: its last checkpoint is the newest, evaluated once.
     assert result.stdout.startswith('accuracy ')
@@ -227,8 +216,8 @@ def test_the_script_prints_a_line_per_checkpoint_and_ends_at_the_last_step(run_d
 
 
 def test_the_script_rejects_a_bad_interval_in_one_line(tmp_path):
-    result = run_script(f'--checkpoint_path={tmp_path}', f'--eval_dir={tmp_path}',
-                        '--eval_interval_secs=-5')
+    result = run_script('eval_image_classifier.py', f'--checkpoint_path={tmp_path}',
+                        f'--eval_dir={tmp_path}', '--eval_interval_secs=-5')
     assert result.returncode == 2
     assert result.stderr == ('eval_image_classifier.py: error: --eval_interval_secs must be a '
                              'number > 0, got -5.0\n')

@@ -5,8 +5,6 @@ import io
 import os
 import pickle
 import struct
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
@@ -16,8 +14,7 @@ import tensorflow.compat.v1 as tf
 
 from datasets import cifar10, conversion, dataset_factory, flowers, mnist
 from deployment.errors import UsageError
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import error_message, run_script
 CIFAR_NAMES = [b'airplane', b'automobile', b'bird', b'cat', b'deer', b'dog', b'frog',
                b'horse', b'ship', b'truck']
 
@@ -51,8 +48,7 @@ def listing(directory):
 
 
 def assert_one_line_error(excinfo, *names):
-    message = str(excinfo.value)
-    assert '\n' not in message
+    message = error_message(excinfo)
     for name in names:
         assert str(name) in message
 
@@ -460,20 +456,14 @@ def test_flowers_bad_sources(tmp_path):
 
 # download_and_convert_data.py.
 
-def run_script(*args):
-    return subprocess.run(
-        [sys.executable, os.path.join(REPO, 'download_and_convert_data.py'), *args], cwd=REPO,
-        capture_output=True, text=True, timeout=300,
-        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
-
-
 @pytest.mark.slow
 def test_script_converts_a_local_archive(tmp_path):
     source, expected = make_cifar(tmp_path / 'source')
     out = tmp_path / 'out'
     out.mkdir()
     (out / 'notes.md').write_text('mine')
-    result = run_script('--dataset_name=cifar10', f'--dataset_dir={out}', f'--source={source}')
+    result = run_script('download_and_convert_data.py', '--dataset_name=cifar10',
+                        f'--dataset_dir={out}', f'--source={source}')
     assert result.returncode == 0, result.stderr[-3000:]
     assert f'cifar10: converted into {out}' in result.stdout
     assert listing(out) == ['cifar10_test.tfrecord', 'cifar10_train.tfrecord', 'labels.txt',
@@ -503,7 +493,7 @@ def test_script_errors_are_one_line(tmp_path, problem):
                              f'--source={source}'],
                             '--source does not apply to digits: it is embedded'),
     }[problem]
-    result = run_script(*args)
+    result = run_script('download_and_convert_data.py', *args)
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines()  # Not TensorFlow's C++ logs.
               if line.startswith('download_and_convert_data.py: error: ')]

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from datasets import conversion, dataset_factory, dataset_utils, imagenet, visualwakewords
 from deployment.errors import UsageError
-from test_converters import run_script  # tests/ is on sys.path under pytest.
+from helpers import error_message, run_script
 
 SYNSETS = ['n00000003', 'n00000001', 'n00000002']  # Labels 1, 2, 3: file order, not sorted.
 NAMES = {'n00000001': 'tench, Tinca tinca', 'n00000002': 'goldfish',
@@ -40,12 +40,6 @@ def write(path, data):
     mode = 'wb' if isinstance(data, bytes) else 'w'
     with open(path, mode) as f:
         f.write(data)
-
-
-def error_message(excinfo):
-    message = str(excinfo.value)
-    assert '\n' not in message
-    return message
 
 
 def shard_names(directory):
@@ -513,14 +507,16 @@ def test_vww_download_extracts_coco(coco_source, tmp_path, monkeypatch):
 def test_script_passes_the_vww_options(coco_source, tmp_path):
     root, expected = coco_source
     out = tmp_path / 'out'
-    result = run_script('--dataset_name=visualwakewords', f'--dataset_dir={out}',
-                        f'--source={root}', '--small_object_area_threshold=0.1')
+    result = run_script('download_and_convert_data.py', '--dataset_name=visualwakewords',
+                        f'--dataset_dir={out}', f'--source={root}',
+                        '--small_object_area_threshold=0.1')
     assert result.returncode == 0, result.stderr[-3000:]
     assert [label for _, label, _ in expected['train']] == [1, 0, 0, 1]  # At 0.005.
     _, records = read_split('visualwakewords', 'train', out, VWW_KEYS)
     assert [label for _, label, _ in records] == [1, 0, 0, 0]  # d.jpg's persons: < 10%.
-    result = run_script('--dataset_name=visualwakewords', f'--dataset_dir={tmp_path / "x"}',
-                        f'--source={root}', '--bounding_boxes=boxes.csv')
+    result = run_script('download_and_convert_data.py', '--dataset_name=visualwakewords',
+                        f'--dataset_dir={tmp_path / "x"}', f'--source={root}',
+                        '--bounding_boxes=boxes.csv')
     assert result.returncode == 2
     assert ('download_and_convert_data.py: error: --bounding_boxes applies to imagenet only, '
             'not to visualwakewords') in result.stderr.splitlines()

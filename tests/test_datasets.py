@@ -15,6 +15,7 @@ from sklearn.datasets import load_digits
 from datasets import dataset_factory, dataset_utils, digits
 from datasets.dataset_utils import DatasetSplit
 from deployment.errors import UsageError
+from helpers import error_message
 
 DIGITS_FILES = [
     'digits_test_00000-of-00002.tfrecord', 'digits_test_00001-of-00002.tfrecord',
@@ -86,12 +87,6 @@ def write_fake_file(path, channels, labels, image_format=b'png', size=(5, 7)):
         .SerializeToString()
         for data, label in zip(encode(images, image_format), labels)])
     return images
-
-
-def error_message(excinfo):
-    message = str(excinfo.value)
-    assert '\n' not in message
-    return message
 
 
 @pytest.fixture

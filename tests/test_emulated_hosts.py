@@ -13,8 +13,8 @@ import pytest
 
 from deployment import emulated_hosts, watchdog
 from deployment.emulated_hosts import EmulatedHosts, EmulatedHostsError
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Serves PORT on every address of its host: accepts connections and reads them to the end.
 SERVER = '''
 import socket, threading

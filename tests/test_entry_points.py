@@ -3,25 +3,15 @@ default run prints only its own lines; evaluation and export need only --checkpo
 every user mistake is one line naming its flag, exit code 2, with nothing touched."""
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
+from helpers import run_script
 
 pytestmark = pytest.mark.slow
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = {name: value for name, value in os.environ.items()
-       if name not in ('TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS')}
 # Our log lines: a level letter and the time (image_classifier.quiet.configure_logging).
 OUR_LINE = re.compile(r'^[IWE] \d\d:\d\d:\d\d ')
-
-
-def run_script(script, *args):
-    """Runs REPO/script with `args` from another directory; returns the CompletedProcess."""
-    return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd='/',
-                          capture_output=True, text=True, timeout=300, env=ENV)
 
 
 @pytest.fixture(scope='module')

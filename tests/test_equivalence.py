@@ -1,30 +1,22 @@
 """The clone-equivalence check: deployed clones against one clone on the same global batch,
 on small models in this process and on zoo nets through the check_equivalence command."""
 import itertools
-import os
 import re
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from deployment import equivalence
 from deployment.errors import UsageError
+from helpers import labelled_images, run_script
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = {name: value for name, value in os.environ.items()
-       if name not in ('TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS')}
 CLASSES = 5
 
 
 def batch(size=8, seed=0):
-    """(images [size, 8, 8, 3], labels [size]) numpy arrays."""
-    rng = np.random.RandomState(seed)
-    return (rng.uniform(-1, 1, (size, 8, 8, 3)).astype(np.float32),
-            rng.randint(CLASSES, size=size).astype(np.int64))
+    """(images [size, 8, 8, 3] in [-1, 1), labels [size]) numpy arrays."""
+    return labelled_images((size, 8, 8, 3), CLASSES, seed, low=-1.0)
 
 
 def small_model(batch_norm=False, dropout=False):
@@ -170,8 +162,7 @@ def test_inputs_and_models_it_cannot_check(model_fn, inputs, message):
 # ---- The command, as a user runs it. ----
 
 def run_command(*args):
-    return subprocess.run([sys.executable, os.path.join(REPO, 'check_equivalence.py'), *args],
-                          cwd='/', capture_output=True, text=True, timeout=300, env=ENV)
+    return run_script('check_equivalence.py', *args)
 
 
 @pytest.mark.slow

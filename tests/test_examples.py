@@ -7,15 +7,12 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO, run_script
 
 
 @pytest.mark.slow
 def test_deploy_two_clones_example_trains():
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, 'examples', 'deploy_two_clones.py'), '--steps', '60'],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+    result = run_script('examples/deploy_two_clones.py', '--steps', '60')
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'clone 1    /device:CPU:1  (scope clone_1/)' in result.stdout
     losses = [float(x) for x in re.findall(r'mean loss (\d+\.\d+)', result.stdout)]
@@ -25,11 +22,8 @@ def test_deploy_two_clones_example_trains():
 @pytest.mark.slow
 @pytest.mark.parametrize('variable_update', ['parameter_server', 'replicated'])
 def test_deploy_keras_model_example_trains_one_model(variable_update):
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, 'examples', 'deploy_keras_model.py'), '--steps', '60',
-         '--variable_update', variable_update],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-        env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+    result = run_script('examples/deploy_keras_model.py', '--steps', '60',
+                        '--variable_update', variable_update)
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r'^clone 1 +/device:CPU:1  \(scope clone_1/\)$', result.stdout, re.M)
     assert ('6 trainable variables, one model: dense/kernel, dense/bias, '

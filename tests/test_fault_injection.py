@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from clusters import ENV, REPO, checkpoint_step
+from helpers import ENV, REPO, checkpoint_step
 
 SCRIPT = os.path.join(REPO, 'benchmarks', 'fault_injection.py')
 TIME_LIMIT_SECS = 200  # The script's own bound; the subprocess gets a little more.

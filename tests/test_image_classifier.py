@@ -13,6 +13,7 @@ import tensorflow.compat.v1 as tf
 
 from deployment import checkpoints, training
 from deployment.errors import UsageError
+from helpers import checkpoint_step
 from image_classifier import evaluate, export, runs, train
 from image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 from nets import nets_factory
@@ -38,11 +39,6 @@ def logged():
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-def checkpoint_step(train_dir):
-    latest = tf.train.latest_checkpoint(str(train_dir))
-    return int(latest.rsplit('-', 1)[1]) if latest else None
 
 
 def checkpoint_values(path):

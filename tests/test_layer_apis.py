@@ -18,6 +18,7 @@ import tf_slim as slim
 from deployment import equivalence
 from deployment.errors import UsageError
 from deployment.model_deploy import DeploymentConfig, deploy
+from helpers import cpu_session, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 CLASSES = 3
@@ -143,10 +144,8 @@ MODES = ['parameter_server', 'replicated', 'collective']
 
 
 def batch(size=8, seed=0):
-    """(images [size, 6, 6, 2], labels [size]) numpy arrays."""
-    rng = np.random.RandomState(seed)
-    return (rng.uniform(-1, 1, (size, 6, 6, 2)).astype(np.float32),
-            rng.randint(CLASSES, size=size).astype(np.int64))
+    """(images [size, 6, 6, 2] in [-1, 1), labels [size]) numpy arrays."""
+    return labelled_images((size, 6, 6, 2), CLASSES, seed, low=-1.0)
 
 
 def _config(variable_update, **kwargs):
@@ -227,7 +226,7 @@ def test_keras_batch_norm_updates_run_with_clone_0s_statistics(style, variable_u
     with tf.Graph().as_default():
         model = _deploy(STYLES[style](), tf.constant(images), tf.constant(labels),
                         variable_update)
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             session.run(tf.local_variables_initializer())
             kernel, bias = session.run([v for v in tf.trainable_variables()
@@ -245,7 +244,7 @@ def test_evaluation_restores_and_uses_the_trained_moving_statistics(style, tmp_p
     checkpoint = str(tmp_path / 'model.ckpt')
     with tf.Graph().as_default():
         model = _deploy(STYLES[style](), tf.constant(images), tf.constant(labels))
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             for _ in range(3):
                 session.run(model.train_op)
@@ -289,7 +288,7 @@ def test_checkpoints_restore_across_variable_updates(style, saved_by, restored_b
     model_fn = STYLES[style]()
     with tf.Graph().as_default():
         model = _deploy(model_fn, *map(tf.constant, batch()), saved_by)
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             session.run(tf.local_variables_initializer())
             session.run(model.train_op)
@@ -297,7 +296,7 @@ def test_checkpoints_restore_across_variable_updates(style, saved_by, restored_b
             tf.train.Saver().save(session, checkpoint)
     with tf.Graph().as_default():
         _deploy(model_fn, *map(tf.constant, batch()), restored_by)
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             tf.train.Saver().restore(session, checkpoint)
             session.run(tf.local_variables_initializer())  # Copies from the restored values.
             restored = session.run({v.op.name: v for v in tf.global_variables()})
@@ -402,7 +401,7 @@ def test_keras_3_layers_share_one_set_of_variables():
         model = _deploy(model_fn, tf.constant(images), tf.constant(labels))
         assert len(tf.trainable_variables()) == 6
         assert not [v for v in tf.global_variables() if v.op.name.startswith('clone_')]
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             session.run(model.train_op)
             moving_mean = _moving_mean(session.run({v.op.name: v

@@ -5,6 +5,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from deployment.model_deploy import DeploymentConfig, create_clones, deploy, optimize_clones
+from helpers import cpu_session
 
 CLASSES = 3
 LOGISTIC_VARIABLES = ['logistic/weights', 'logistic/biases']
@@ -50,12 +51,6 @@ def _fixed_batch_model(model, inputs, labels, num_slices):
         x, y = next(slices)
         return model(tf.constant(x), tf.constant(y))
     return model_fn
-
-
-def _cpu_session(num_cpus):
-    """A session with CPU:0..num_cpus-1 that fails rather than move an op off its device."""
-    return tf.Session(config=tf.ConfigProto(device_count={'CPU': num_cpus},
-                                            allow_soft_placement=False))
 
 
 @pytest.mark.parametrize('model, names', [(logistic_model, LOGISTIC_VARIABLES),
@@ -194,7 +189,7 @@ def test_clone_gradients_sum_to_the_single_clone_gradient(num_clones):
             clones = create_clones(config, _fixed_batch_model(logistic_model, x, y, num_slices))
             total_loss, grads_and_vars = optimize_clones(
                 clones, tf.train.GradientDescentOptimizer(1.0))
-            with _cpu_session(num_slices) as sess:
+            with cpu_session(num_slices) as sess:
                 sess.run(tf.global_variables_initializer())
                 loss, grads = sess.run([total_loss, [g for g, _ in grads_and_vars]])
             return loss, {v.op.name: g for (_, v), g in zip(grads_and_vars, grads)}
@@ -217,7 +212,7 @@ def test_two_clones_on_two_cpus_train_and_update_batch_norm():
         model = deploy(config, _fixed_batch_model(batch_norm_model, x, y, 2),
                        optimizer=tf.train.GradientDescentOptimizer(0.5))
         [moving_mean] = [v for v in tf.global_variables() if 'moving_mean' in v.name]
-        with _cpu_session(2) as sess:
+        with cpu_session(2) as sess:
             sess.run(tf.global_variables_initializer())
             loss_before_step = sess.run(model.total_loss)
             metadata = tf.RunMetadata()

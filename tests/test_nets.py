@@ -11,6 +11,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from deployment.errors import UsageError
+from helpers import parameters, variable_shapes
 from nets import nets_factory
 
 NUM_CLASSES = 7
@@ -26,10 +27,6 @@ def _build(name, num_classes=NUM_CLASSES, **factory_kwargs):
     size = network_fn.default_image_size
     frames = [16] if name in VIDEO_NETS else []
     return network_fn(tf.zeros([2, *frames, size, size, 3]))
-
-
-def _variable_shapes():
-    return {v.op.name: v.shape.as_list() for v in tf.global_variables()}
 
 
 @pytest.mark.slow
@@ -94,7 +91,7 @@ def test_small_net_contract(name):
         assert network_fn.default_image_size == contract.image_size
         size = contract.image_size
         _, end_points = network_fn(tf.zeros([2, size, size, contract.channels]))
-        assert _variable_shapes() == contract.variables
+        assert variable_shapes() == contract.variables
         assert tf.trainable_variables() == tf.global_variables()
         penalized = sorted(loss.op.name.split('/')[1]
                            for loss in tf.losses.get_regularization_losses())
@@ -134,7 +131,7 @@ def test_vgg_16_contract():
     assert sum(np.prod(shape) for shape in expected.values()) == 138_357_544
     with tf.Graph().as_default():
         logits, end_points = _build('vgg_16', num_classes=1000)
-        assert _variable_shapes() == expected
+        assert variable_shapes() == expected
     assert logits.shape.as_list() == [2, 1000]
     assert end_points['vgg_16/fc8'] is logits
 
@@ -171,7 +168,7 @@ def test_no_classes_returns_features_without_a_logits_layer(name, num_classes, f
                                                             logits_scope):
     with tf.Graph().as_default():
         net, end_points = _build(name, num_classes)
-        variables = _variable_shapes()
+        variables = variable_shapes()
     assert net.shape.as_list() == [2, features]
     assert 'Logits' not in end_points and 'Predictions' not in end_points
     assert variables and not any(v.startswith(logits_scope) for v in variables)
@@ -240,9 +237,9 @@ def test_second_clone_reuses_the_variables(name):
 def test_checkpoint_names_and_published_parameter_counts(name, count, published, variables):
     with tf.Graph().as_default():
         _build(name, num_classes=1000)
-        shapes = _variable_shapes()
+        shapes = variable_shapes()
         trainable = [v for v in tf.trainable_variables() if 'AuxLogits' not in v.op.name]
-        measured = sum(int(np.prod(v.shape)) for v in trainable)
+        measured = parameters(trainable)
     assert {k: shapes.get(k) for k in variables} == variables
     assert measured == count
     assert abs(measured - published) / published < 0.01

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import parameters, variable_shapes
 from nets import inception_resnet_v2, inception_v4, mobilenet_v1, nets_factory
 
 CHECKPOINT_CLASSES = 1001  # TF-Slim's ImageNet checkpoints: class 0 is background.
@@ -26,14 +27,10 @@ def _build(name, num_classes=CHECKPOINT_CLASSES, size=None, weight_decay=0.0,
     return network_fn(tf.zeros([2, size, size, 3]), **builder_kwargs)
 
 
-def _variable_shapes():
-    return {v.op.name: v.shape.as_list() for v in tf.global_variables()}
-
-
 def _trainable_parameters(exclude_scope=None):
     """Trainable parameters in the current graph, less those under scope '*/exclude_scope/'."""
-    return sum(np.prod(v.shape.as_list()) for v in tf.trainable_variables()
-               if not exclude_scope or f'/{exclude_scope}/' not in v.op.name)
+    return parameters(v for v in tf.trainable_variables()
+                      if not exclude_scope or f'/{exclude_scope}/' not in v.op.name)
 
 
 def _regularized_variables(name_scope=''):
@@ -130,12 +127,12 @@ def test_inception_checkpoint_contract_and_clone_reuse(name):
     with tf.Graph().as_default():
         with tf.name_scope('clone_0'):  # Evaluation mode: the same variables, faster.
             logits, end_points = _build(name, weight_decay=0.00004)
-        shapes = _variable_shapes()
+        shapes = variable_shapes()
         parameters = _trainable_parameters(exclude_scope='AuxLogits')
         regularized = _regularized_variables('clone_0/')
         with tf.name_scope('clone_1'), tf.variable_scope(tf.get_variable_scope(), reuse=True):
             second, _ = _build(name)
-        assert _variable_shapes() == shapes
+        assert variable_shapes() == shapes
     assert {v: shapes[v] for v in contract.variables} == contract.variables
     assert len(shapes) == contract.num_variables
     assert not any(v.endswith('/gamma') for v in shapes)
@@ -159,7 +156,7 @@ def test_inception_without_classes_or_auxiliary_head_at_the_smallest_size(
     auxiliary head: the logits only. Either builds from 75x75 up (the head needs 107)."""
     with tf.Graph().as_default():
         net, end_points = _build(name, num_classes, size=75, **builder_kwargs)
-        variables = _variable_shapes()
+        variables = variable_shapes()
     assert net.shape.as_list() == [2, num_classes or 1536]
     assert 'AuxLogits' not in end_points
     assert not any(v.startswith(f'{scope}/AuxLogits/') for v in variables)
@@ -211,7 +208,7 @@ def test_mobilenet_variables_and_parameters(name):
     multiplier, parameters = MOBILENETS[name]
     with tf.Graph().as_default():
         logits, end_points = _build(name, num_classes=1000, weight_decay=0.00004)
-        shapes = _variable_shapes()
+        shapes = variable_shapes()
         trainable = _trainable_parameters()
         regularized = _regularized_variables()
     expected = _mobilenet_variables(multiplier, 1000)
@@ -230,7 +227,7 @@ def test_mobilenet_checkpoint_names():
     """A few names and shapes as in TF-Slim's mobilenet_v1_0.25_224 checkpoint."""
     with tf.Graph().as_default():
         _build('mobilenet_v1_025', size=64)
-        shapes = _variable_shapes()
+        shapes = variable_shapes()
     assert {name: shapes[name] for name in [
         'MobilenetV1/Conv2d_0/weights', 'MobilenetV1/Conv2d_1_depthwise/depthwise_weights',
         'MobilenetV1/Conv2d_12_depthwise/depthwise_weights',
@@ -249,7 +246,7 @@ def test_mobilenet_checkpoint_names():
 def test_mobilenet_features_without_classes(num_classes):
     with tf.Graph().as_default():
         features, end_points = _build('mobilenet_v1_050', num_classes, size=96)
-        variables = _variable_shapes()
+        variables = variable_shapes()
     assert features.shape.as_list() == [2, 512]
     assert 'Logits' not in end_points and 'Predictions' not in end_points
     assert not any(v.startswith('MobilenetV1/Logits/') for v in variables)

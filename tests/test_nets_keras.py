@@ -2,14 +2,14 @@
 behind the factory's contract, trains a step, has its published size, and trains on the
 embedded digits in every variable update, then evaluates and exports like slim's nets."""
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from clusters import launch_cluster
 from deployment.model_deploy import DeploymentConfig, deploy
+from helpers import parameters
 from image_classifier import evaluate, export, runs, train
 from image_classifier.config import TrainConfig
 from nets import keras_applications, nets_factory
@@ -24,7 +24,6 @@ FEATURES = {'keras_resnet50': 2048, 'keras_efficientnet_b0': 1280, 'keras_convne
             'keras_mobilenet_v3_small': 576}
 BATCH_NORMS = {'keras_resnet50': 53, 'keras_efficientnet_b0': 49, 'keras_convnext_tiny': 0,
                'keras_mobilenet_v3_small': 34}
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _images(size=32):
@@ -89,7 +88,7 @@ def test_two_clones_share_one_application(name):
 def test_published_size_and_features_without_classes(name):
     with tf.Graph().as_default():
         nets_factory.get_network_fn(name, 1000)(tf.zeros([1, 224, 224, 3]))
-        count = sum(int(np.prod(v.shape)) for v in tf.global_variables())
+        count = parameters(tf.global_variables())
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.025, count
     with tf.Graph().as_default():
         features, end_points = nets_factory.get_network_fn(name, None)(tf.constant(_images()))
@@ -125,12 +124,10 @@ def test_trains_replicated_on_digits(digits_dir, tmp_path):
 @pytest.mark.cluster
 def test_trains_collective_through_the_launcher(digits_dir, tmp_path):
     name = 'keras_mobilenet_v3_small'
-    result = subprocess.run(
-        [sys.executable, '-m', 'deployment.launch', '--num_ps_tasks=0', '--worker_replicas=2',
-         '--', sys.executable, os.path.join(REPO, 'train_image_classifier.py'),
-         f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}', f'--model_name={name}',
-         '--train_image_size=32', '--batch_size=4', '--max_number_of_steps=3',
-         '--variable_update=collective'],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    code, output = launch_cluster(
+        '--num_ps_tasks=0', '--worker_replicas=2',
+        args=[f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}', f'--model_name={name}',
+              '--train_image_size=32', '--batch_size=4', '--max_number_of_steps=3',
+              '--variable_update=collective'], timeout=300)
+    assert code == 0, output[-6000:]
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith('-3')

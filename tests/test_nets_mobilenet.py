@@ -12,6 +12,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from helpers import parameters, variable_shapes
 from nets import nets_factory
 from nets.mobilenet import framework, mobilenet_v2, mobilenet_v3
 
@@ -25,10 +26,6 @@ def _build(name, size=224, num_classes=NUM_CLASSES, **kwargs):
     network_fn = nets_factory.get_network_fn(name, num_classes, weight_decay=4e-5)
     assert network_fn.default_image_size == 224
     return network_fn(tf.zeros([2, size, size, 3]), **kwargs)
-
-
-def _variable_shapes():
-    return {v.op.name: v.shape.as_list() for v in tf.global_variables()}
 
 
 Count = collections.namedtuple('Count', ['weights', 'trainable', 'published'])
@@ -157,9 +154,9 @@ def _built(name):
                           if op.name.startswith(f'{scope}/expanded_conv')
                           and op.name.endswith('/add') and op.name.count('/') == 2)
         return Built(
-            _variable_shapes(),
-            sum(int(np.prod(v.shape)) for v in trainable if '/BatchNorm/' not in v.op.name),
-            sum(int(np.prod(v.shape)) for v in trainable),
+            variable_shapes(),
+            parameters(v for v in trainable if '/BatchNorm/' not in v.op.name),
+            parameters(trainable),
             {loss.op.name.split('/kernel/Regularizer/')[0]
              for loss in tf.losses.get_regularization_losses()},
             residual,
@@ -231,7 +228,7 @@ def test_minimalistic_drops_squeeze_excite_hard_swish_and_5x5_kernels():
 def test_no_classes_returns_pooled_features(num_classes):
     with tf.Graph().as_default():
         net, end_points = _build('mobilenet_v3_small_minimalistic', 64, num_classes)
-        variables = _variable_shapes()
+        variables = variable_shapes()
     assert net.shape.as_list() == [2, 1024]  # The factory squeezes the pooled [2, 1, 1, 1024].
     assert end_points['global_pool'].shape.as_list() == [2, 1, 1, 1024]
     assert 'Logits' not in end_points and 'Predictions' not in end_points

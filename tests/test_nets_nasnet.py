@@ -14,19 +14,15 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from helpers import parameters, variable_shapes
 from nets.nasnet import cells, nasnet, pnasnet
 
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')
 
 
-def _variable_shapes():
-    return {v.op.name: v.shape.as_list() for v in tf.global_variables()}
-
-
 def _parameters(variables, aux):
     """Number of trainable parameters in the auxiliary head (aux) or outside it."""
-    return sum(int(np.prod(v.shape.as_list())) for v in variables
-               if v.op.name.startswith('aux_') == aux)
+    return parameters(v for v in variables if v.op.name.startswith('aux_') == aux)
 
 
 Contract = collections.namedtuple(
@@ -123,7 +119,7 @@ def test_imagenet_net_contract(name):
             net, end_points = contract.builder(tf.zeros([2, size, size, 3]),
                                                contract.num_classes,
                                                is_training=contract.is_training)
-        variables = _variable_shapes()
+        variables = variable_shapes()
         trainable = tf.trainable_variables()
         weights = [name for name in variables if name.endswith('weights')]
         regularized = len(tf.losses.get_regularization_losses())
@@ -159,7 +155,7 @@ def test_nasnet_cifar_contract():
     with tf.Graph().as_default():
         with slim.arg_scope(nasnet.nasnet_cifar_arg_scope()):
             logits, end_points = nasnet.nasnet_cifar(tf.zeros([2, 32, 32, 3]), 10)
-        variables = _variable_shapes()
+        variables = variable_shapes()
         parameters = _parameters(tf.trainable_variables(), aux=False)
         op_types = {op.type for op in tf.get_default_graph().get_operations()}
         global_step = tf.train.get_global_step()

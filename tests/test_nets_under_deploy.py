@@ -5,6 +5,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from deployment import model_deploy, training
+from helpers import cpu_session
 from nets import nets_factory
 
 
@@ -33,8 +34,7 @@ def test_one_training_step_with_two_clones(name, image_size):
             assert ops and {op.device for op in ops} == {device}
         assert not [v for v in variables if v.op.name.startswith('clone_')]
         trainable = tf.trainable_variables()
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2},
-                                              allow_soft_placement=False)) as sess:
+        with cpu_session() as sess:
             sess.run(tf.global_variables_initializer())
             before = sess.run(trainable)
             loss = sess.run(model.train_op)

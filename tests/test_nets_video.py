@@ -10,6 +10,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from helpers import parameters, variable_shapes
 from nets import i3d, i3d_utils, s3dg
 from preprocessing import video_preprocessing
 
@@ -25,14 +26,6 @@ def _build(name, shape=(2, 64, 224, 224, 3), num_classes=KINETICS_CLASSES,
     builder, arg_scope = NETS[name]
     with slim.arg_scope(arg_scope(weight_decay=weight_decay)):
         return builder(tf.zeros(shape), num_classes, **kwargs)
-
-
-def _variable_shapes():
-    return {v.op.name: v.shape.as_list() for v in tf.global_variables()}
-
-
-def _parameters(variables):
-    return sum(int(np.prod(v.shape.as_list())) for v in variables)
 
 
 # TF-Slim's end points for 2 clips of 64 frames of 224x224: time halves at Conv2d_1a_7x7,
@@ -107,8 +100,8 @@ GLOBAL_VARIABLES = {'i3d': 230, 's3dg': 230 + 19 * 2 + 37}
 def test_contract_at_slims_default_size(name):
     with tf.Graph().as_default():
         logits, end_points = _build(name, weight_decay=1e-7)
-        variables = _variable_shapes()
-        assert _parameters(tf.trainable_variables()) == PARAMETERS[name]
+        variables = variable_shapes()
+        assert parameters(tf.trainable_variables()) == PARAMETERS[name]
         assert len(variables) == GLOBAL_VARIABLES[name]
         penalized = {loss.op.name.split('/kernel/Regularizer')[0]
                      for loss in tf.losses.get_regularization_losses()}
@@ -133,7 +126,7 @@ def test_kernel_sizes_follow_the_start_blocks():
     with tf.Graph().as_default():
         _build('s3dg', num_classes=None, first_temporal_kernel_size=7,
                temporal_conv_startat='Mixed_4b', gating_startat='Mixed_4c')
-        variables = _variable_shapes()
+        variables = variable_shapes()
     temporal = {k.split('/')[1] for k in variables if '/temporal/' in k}
     gated = {k.split('/')[1] for k in variables if '/self_gating/' in k}
     assert temporal == {'Mixed_4b', 'Mixed_4c', 'Mixed_4d', 'Mixed_4e', 'Mixed_4f',
@@ -145,8 +138,8 @@ def test_kernel_sizes_follow_the_start_blocks():
         [1, 3, 3, 128, 192]
     with tf.Graph().as_default():
         _build('s3dg', gating_startat=None)
-        assert _parameters(tf.trainable_variables()) == 7_889_520 + LOGITS_PARAMETERS
-        assert not any('/self_gating/' in k for k in _variable_shapes())
+        assert parameters(tf.trainable_variables()) == 7_889_520 + LOGITS_PARAMETERS
+        assert not any('/self_gating/' in k for k in variable_shapes())
 
 
 @pytest.mark.slow
@@ -154,7 +147,7 @@ def test_kernel_sizes_follow_the_start_blocks():
 def test_no_classes_returns_pooled_features_without_a_logits_layer(name, num_classes):
     with tf.Graph().as_default():
         net, end_points = _build(name, shape=(2, 16, 224, 224, 3), num_classes=num_classes)
-        variables = _variable_shapes()
+        variables = variable_shapes()
     assert net.shape.as_list() == [2, 1024]
     assert list(end_points) == list(i3d_utils.ENDPOINTS)
     assert not any(k.startswith('InceptionV1/Logits') for k in variables)

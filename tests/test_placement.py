@@ -1,12 +1,11 @@
 """ps_strategy='bytes': variables spread largest first over the PS tasks, the ops that go
 with them, the placement plan's bytes per task, and training on real gRPC servers."""
-import socket
-
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from deployment.launch import LOCALHOST, free_ports
 from deployment.model_deploy import DeploymentConfig, create_clones, deploy, placement_plan
 
 # (name, shape, dtype) in creation order: 100, 400, 200, 300, 200 and 0 bytes (unknown shape).
@@ -182,21 +181,10 @@ def test_placement_plan_counts_local_variables():
         'local      /device:CPU:0  0 variables, 0 B (0 bytes)')
 
 
-def _free_ports(count):
-    """`count` distinct free TCP ports on 127.0.0.1."""
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(('127.0.0.1', 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def test_training_on_grpc_servers_with_two_ps_tasks():
     """A worker and 2 PS tasks as in-process gRPC servers on loopback (they stop with the
     process): Adam trains, and both PS tasks hold variables."""
-    ps0, ps1, worker = (f'127.0.0.1:{port}' for port in _free_ports(3))
+    ps0, ps1, worker = (f'127.0.0.1:{port}' for port in free_ports(LOCALHOST, 3))
     cluster = tf.train.ClusterSpec({'ps': [ps0, ps1], 'worker': [worker]})
     servers = {job_task: tf.distribute.Server(cluster, job_name=job_task[0],
                                               task_index=job_task[1], start=True)

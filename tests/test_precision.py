@@ -15,6 +15,7 @@ import tf_slim as slim
 from deployment import precision, training
 from deployment.errors import UsageError
 from deployment.model_deploy import DeploymentConfig, deploy
+from helpers import cpu_session
 from image_classifier import config, evaluate, runs, train
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
@@ -138,7 +139,7 @@ def _assert_restores_into_float32(checkpoint, saved):
     with tf.Graph().as_default():
         _build('float32')
         assert {v.op.name: v.dtype.base_dtype for v in tf.global_variables()} == dtypes
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             tf.train.Saver().restore(session, checkpoint)
             restored = _global_values(session)
     assert sorted(restored) == sorted(saved)

@@ -2,7 +2,6 @@
 checkpoints it and a rerun resumes from it; a second signal, or the grace period running
 out, exits at once; a corrupt newest checkpoint is skipped; a cluster stops together."""
 import logging
-import os
 import random
 import re
 import signal
@@ -11,38 +10,23 @@ import sys
 import time
 
 import pytest
-import tensorflow.compat.v1 as tf
 
 from deployment import launch
+from helpers import (ENV, REPO, TRAIN, checkpoint_step, run, start_logged, tf_config,
+                     train_args, wait_for)
 from image_classifier import config, train
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = [sys.executable, os.path.join(REPO, 'train_image_classifier.py')]
-ENV = {**{name: value for name, value in os.environ.items() if name != 'TF_CPP_MIN_LOG_LEVEL'},
-       'PYTHONUNBUFFERED': '1'}
 STEP_LINE = re.compile(r'step (\d+): loss')
-
-
-def train_args(train_dir, digits_dir, steps, *extra):
-    return [f'--train_dir={train_dir}', f'--dataset_dir={digits_dir}', '--num_clones=1',
-            '--batch_size=16', '--log_every_n_steps=1', f'--max_number_of_steps={steps}',
-            *extra]
-
-
-def checkpoint_step(train_dir):
-    latest = tf.train.latest_checkpoint(str(train_dir))
-    return int(latest.rsplit('-', 1)[1]) if latest else None
+EVERY_STEP = 1  # --log_every_n_steps: a progress line per step.
 
 
 class Task:
     """A train_image_classifier.py process whose output goes to a log file."""
 
-    def __init__(self, log, args, tf_config=None):
+    def __init__(self, log, args, task_config=None):
         self.log = log
-        env = {**ENV, 'TF_CONFIG': tf_config} if tf_config else ENV
-        with open(log, 'w') as out:
-            self.process = subprocess.Popen([*TRAIN, *args], cwd=REPO, stdout=out,
-                                            stderr=subprocess.STDOUT, env=env)
+        env = {**ENV, 'TF_CONFIG': task_config} if task_config else ENV
+        self.process = start_logged([*TRAIN, *args], log, env)
 
     def text(self):
         return self.log.read_text()
@@ -53,11 +37,7 @@ class Task:
         return int(steps[-1]) if steps else 0
 
     def wait_for(self, predicate, timeout=120):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert self.process.poll() is None, self.text()[-3000:]
-            assert time.monotonic() < deadline, 'timed out'
-            time.sleep(0.05)
+        wait_for(predicate, timeout, self.process, self.log)
 
     def signal_and_wait(self, signum, timeout=60):
         """Sends `signum`; returns (exit code, seconds it took to exit)."""
@@ -82,7 +62,8 @@ def test_a_signal_checkpoints_the_step_and_the_rerun_finishes_from_it(digits_dir
                                                                       signum):
     train_dir, steps = tmp_path / 'train', 120
     at_least = random.randint(3, 40)
-    task = Task(tmp_path / 'first.log', train_args(train_dir, digits_dir, steps))
+    args = train_args(train_dir, digits_dir, steps, log_every_n_steps=EVERY_STEP)
+    task = Task(tmp_path / 'first.log', args)
     try:
         task.wait_for(lambda: task.last_step() >= at_least)
         seen = task.last_step()
@@ -100,8 +81,7 @@ def test_a_signal_checkpoints_the_step_and_the_rerun_finishes_from_it(digits_dir
     assert final_line(task) == (f'train_image_classifier.py: stopped by {name} at global step '
                                 f'{stopped}; checkpointed in {train_dir}: rerun to resume '
                                 'from it')
-    rerun = subprocess.run([*TRAIN, *train_args(train_dir, digits_dir, steps)], cwd=REPO,
-                           env=ENV, capture_output=True, text=True, timeout=300)
+    rerun = run([*TRAIN, *args])
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f'Resuming from {train_dir}/model.ckpt-{stopped}' in rerun.stderr
     assert (f'Finished training at global step {steps} after {steps - stopped} steps here'
@@ -112,11 +92,10 @@ def test_a_signal_checkpoints_the_step_and_the_rerun_finishes_from_it(digits_dir
 def waiting_worker(tmp_path, digits_dir, *extra):
     """Worker 1 of a 2-worker collective cluster whose chief never starts: it waits for the
     chief's variables (there is no step in flight to end)."""
-    tf_config = ('{"cluster": {"worker": ["%s", "%s"]}, "task": {"type": "worker", '
-                 '"index": 1}}' % tuple(launch.cluster_spec(launch.LOCALHOST, 0, 2)['worker']))
-    task = Task(tmp_path / 'worker1.log', train_args(tmp_path / 'train', digits_dir, 10,
-                                                     '--variable_update=collective', *extra),
-                tf_config)
+    task = Task(tmp_path / 'worker1.log',
+                train_args(tmp_path / 'train', digits_dir, 10, '--variable_update=collective',
+                           *extra, log_every_n_steps=EVERY_STEP),
+                tf_config(launch.cluster_spec(launch.LOCALHOST, 0, 2), 'worker', 1))
     task.wait_for(lambda: 'Placement:' in task.text())
     time.sleep(1)  # Into the wait for the chief.
     return task
@@ -174,12 +153,12 @@ def test_a_truncated_newest_checkpoint_is_skipped_with_a_warning(digits_dir, tmp
 def test_sigterm_to_the_chief_stops_collective_workers_together(digits_dir, tmp_path):
     train_dir, steps = tmp_path / 'train', 150
     cluster = launch.cluster_spec(launch.LOCALHOST, 0, 2)
-    args = train_args(train_dir, digits_dir, steps, '--variable_update=collective')
+    args = train_args(train_dir, digits_dir, steps, '--variable_update=collective',
+                      log_every_n_steps=EVERY_STEP)
 
     def start(index, incarnation):
-        tf_config = ('{"cluster": {"worker": ["%s", "%s"]}, "task": {"type": "worker", '
-                     '"index": %d}}' % (*cluster['worker'], index))
-        return Task(tmp_path / f'worker{index}.{incarnation}.log', args, tf_config)
+        return Task(tmp_path / f'worker{index}.{incarnation}.log', args,
+                    tf_config(cluster, 'worker', index))
 
     chief, worker = start(0, 0), start(1, 0)
     try:
@@ -214,7 +193,8 @@ def test_sigterm_to_a_sync_replicas_job_releases_every_worker(digits_dir, tmp_pa
     launcher = subprocess.Popen(
         [sys.executable, '-m', 'deployment.launch', '--num_ps_tasks=1', '--worker_replicas=2',
          '--sync_replicas', '--', *TRAIN,
-         *train_args(train_dir, digits_dir, 2000, '--replicas_to_aggregate=2')],
+         *train_args(train_dir, digits_dir, 2000, '--replicas_to_aggregate=2',
+                     log_every_n_steps=EVERY_STEP)],
         cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []

@@ -8,16 +8,15 @@ import tf_slim as slim
 from deployment import all_reduce
 from deployment.errors import UsageError
 from deployment.model_deploy import DeploymentConfig, deploy, placement_plan
+from helpers import cpu_session, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 CLASSES = 5
 
 
 def _batches(steps, batch_size=8, seed=0):
-    """`steps` (images [batch_size, 8, 8, 3], labels [batch_size]) numpy batches."""
-    rng = np.random.RandomState(seed)
-    return (rng.rand(steps, batch_size, 8, 8, 3).astype(np.float32),
-            rng.randint(CLASSES, size=(steps, batch_size)).astype(np.int64))
+    """`steps` (images [batch_size, 8, 8, 3] in [0, 1), labels [batch_size]) numpy batches."""
+    return labelled_images((steps, batch_size, 8, 8, 3), CLASSES, seed)
 
 
 def conv_bn_model(images, labels):
@@ -49,11 +48,6 @@ def _build(variable_update, optimizer=None, pack_bytes=1 << 20, var_list=None,
     return model, images, labels
 
 
-def _session():
-    return tf.Session(config=tf.ConfigProto(device_count={'CPU': 2},
-                                            allow_soft_placement=False))
-
-
 def _values(session, variables):
     return {v.op.name: session.run(v) for v in variables}
 
@@ -65,7 +59,7 @@ def _train(variable_update, steps=20, make_optimizer=lambda: tf.train.GradientDe
     batches = _batches(steps)
     with tf.Graph().as_default():
         model, images, labels = _build(variable_update, make_optimizer(), **build_args)
-        with _session() as session:
+        with cpu_session() as session:
             session.run([tf.global_variables_initializer()])
             session.run(tf.local_variables_initializer())
             for x, y in zip(*batches):
@@ -144,7 +138,7 @@ def test_checkpoints_hold_one_copy_under_canonical_names_and_restore_across_mode
     for mode in ('parameter_server', 'replicated'):
         with tf.Graph().as_default():
             model, images, labels = _build(mode, momentum())
-            with _session() as session:
+            with cpu_session() as session:
                 session.run(tf.global_variables_initializer())
                 session.run(tf.local_variables_initializer())
                 for _ in range(3):
@@ -158,7 +152,7 @@ def test_checkpoints_hold_one_copy_under_canonical_names_and_restore_across_mode
         _, path, saved = checkpoints[source]
         with tf.Graph().as_default():
             model, images, labels = _build(target, momentum())
-            with _session() as session:
+            with cpu_session() as session:
                 tf.train.Saver().restore(session, path)
                 session.run(tf.local_variables_initializer())  # Copies from the restored.
                 restored = _values(session, tf.global_variables())
@@ -185,7 +179,7 @@ def test_var_list_and_summaries_concern_the_canonical_variables():
         assert {v.op.name for v in tf.trainable_variables()} == {
             'conv/weights', 'conv/BatchNorm/beta', 'logits/weights', 'logits/biases'}
         x, y = (batch[0] for batch in _batches(1))
-        with _session() as session:
+        with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             session.run(tf.local_variables_initializer())
             before = _values(session, tf.global_variables() + tf.local_variables())

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from clusters import Cluster, checkpoint_step, steps_run, train_args
+from clusters import Cluster, steps_run
 from deployment import emulated_hosts, launch
+from helpers import checkpoint_step, train_args
 
 pytestmark = pytest.mark.cluster
 

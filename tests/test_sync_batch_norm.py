@@ -10,6 +10,7 @@ import tf_slim as slim
 
 from deployment.model_deploy import (DeploymentConfig, create_clones, optimize_clones,
                                      placement_plan)
+from helpers import assert_values_close, cpu_session
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 BATCH = 8
@@ -99,7 +100,7 @@ def _run(batch_norm, num_clones, sync_batch_norm, variable_update='parameter_ser
         step = tf.group(tf.train.GradientDescentOptimizer(0.1).apply_gradients(grads_and_vars),
                         *update_ops)
         outputs = tf.concat([clone.outputs for clone in clones], axis=0)
-        with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as session:
+        with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             session.run(tf.local_variables_initializer())  # Copies read the variables.
             # One run of every gradient (the copies' too, when replicated): each all-reduce
@@ -113,25 +114,18 @@ def _run(batch_norm, num_clones, sync_batch_norm, variable_update='parameter_ser
     return result
 
 
-def _assert_close(actual, expected, atol):
-    assert sorted(actual) == sorted(expected)
-    for name in expected:
-        np.testing.assert_allclose(actual[name], expected[name], rtol=0, atol=atol,
-                                   err_msg=name)
-
-
 @pytest.mark.parametrize('kind', sorted(BATCH_NORMS))
 def test_two_synchronized_clones_equal_one_clone_fed_the_whole_batch(kind):
     whole = _run(BATCH_NORMS[kind], 1, sync_batch_norm=False)
     synchronized = _run(BATCH_NORMS[kind], 2, sync_batch_norm=True)
     assert any('moving_variance' in name for name in whole)
-    _assert_close(synchronized, whole, atol=1e-5)
+    assert_values_close(synchronized, whole, rtol=0, atol=1e-5)
 
 
 def test_synchronized_replicated_clones_equal_one_clone_fed_the_whole_batch():
     whole = _run(_slim, 1, sync_batch_norm=False)
-    _assert_close(_run(_slim, 2, sync_batch_norm=True, variable_update='replicated'), whole,
-                  atol=1e-5)
+    assert_values_close(_run(_slim, 2, sync_batch_norm=True, variable_update='replicated'),
+                        whole, rtol=0, atol=1e-5)
 
 
 def test_without_sync_each_clone_normalizes_alone_and_clone_0_updates_the_statistics():

@@ -1,0 +1,115 @@
+"""Helpers of the tests: the project's programs run as a user runs them (subprocesses), a
+training process writing to a log, waiting for what it writes, a task's TF_CONFIG, what a
+run left (its checkpoint's step), a caught error's one-line message, and graphs' parts
+(variables, random labelled images, a session on CPU devices). Cluster processes are in
+clusters.py, which builds on this module; fixtures (the converted digits) in conftest.py."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = [sys.executable, os.path.join(REPO, 'train_image_classifier.py')]
+# A user's shell: the entry points quiet TensorFlow themselves (conftest.py sets
+# TF_CPP_MIN_LOG_LEVEL for the tests' own process). Unbuffered, so that a log file or a pipe
+# gets each line as it is printed.
+ENV = {**{name: value for name, value in os.environ.items()
+          if name not in ('TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS')},
+       'PYTHONUNBUFFERED': '1'}
+
+
+def run(argv, cwd='/', env=ENV, timeout=300):
+    """Runs `argv` in directory `cwd` (default: elsewhere than the repository, as a user
+    would) to its end, within `timeout` seconds; returns the CompletedProcess, its stdout
+    and stderr captured as text."""
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_script(script, *args, **options):
+    """run() of the repository's Python script `script` (a path relative to REPO) with
+    `args`; options: run()'s."""
+    return run([sys.executable, os.path.join(REPO, script), *args], **options)
+
+
+def train_args(train_dir, digits_dir, steps, *extra, log_every_n_steps=5):
+    """train_image_classifier.py's flags for lenet on the digits, one clone of batch 16,
+    until global step `steps`; `extra` flags last."""
+    return [f'--train_dir={train_dir}', f'--dataset_dir={digits_dir}', '--num_clones=1',
+            '--batch_size=16', f'--log_every_n_steps={log_every_n_steps}',
+            f'--max_number_of_steps={steps}', *extra]
+
+
+def start_logged(command, log, env=ENV):
+    """Starts `command` in REPO, its stdout and stderr going to the file `log` (a path);
+    returns its Popen."""
+    with open(log, 'w') as out:
+        return subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env=env)
+
+
+def wait_for(predicate, timeout=120, process=None, log=None):
+    """Polls predicate() until it is true. Fails the test after `timeout` seconds, or once
+    `process` (a Popen; None: none watched) has ended, showing the end of its `log`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if process is not None:
+            assert process.poll() is None, (log.read_text()[-3000:] if log
+                                            else f'exit code {process.returncode}')
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.05)
+
+
+def tf_config(cluster, task_type, index):
+    """The TF_CONFIG of task `task_type`:`index` of `cluster` ({job: [address, ...]})."""
+    return json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})
+
+
+def error_message(excinfo):
+    """The message of the exception in pytest's `excinfo`, asserted to be one line."""
+    message = str(excinfo.value)
+    assert '\n' not in message
+    return message
+
+
+def checkpoint_step(train_dir):
+    """The global step of train_dir's latest checkpoint; None without one."""
+    latest = tf.train.latest_checkpoint(str(train_dir))
+    return int(latest.rsplit('-', 1)[1]) if latest else None
+
+
+def variable_shapes():
+    """{name: shape as a list} of the current graph's global variables."""
+    return {v.op.name: v.shape.as_list() for v in tf.global_variables()}
+
+
+def parameters(variables):
+    """How many numbers `variables` (TensorFlow variables) hold."""
+    return sum(int(np.prod(v.shape.as_list())) for v in variables)
+
+
+def labelled_images(shape, classes, seed=0, low=0.0):
+    """(images float32 of `shape` [..., height, width, channels], uniform in [low, 1), labels
+    int64 of shape[:-3], in [0, classes)), drawn with numpy seed `seed`."""
+    rng = np.random.RandomState(seed)
+    return (rng.uniform(low, 1.0, shape).astype(np.float32),
+            rng.randint(classes, size=shape[:-3]).astype(np.int64))
+
+
+def assert_values_close(actual, expected, rtol, atol):
+    """`actual` and `expected` ({name: array}) have the same names and close values."""
+    assert sorted(actual) == sorted(expected)
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol,
+                                   err_msg=name)
+
+
+def cpu_session(num_cpus=2):
+    """A session with devices CPU:0..num_cpus-1, in which an op placed on a device it cannot
+    run on fails (no soft placement)."""
+    return tf.Session(config=tf.ConfigProto(device_count={'CPU': num_cpus},
+                                            allow_soft_placement=False))
