@@ -6,6 +6,9 @@ ENTRY_SCRIPTS = ['train_image_classifier', 'eval_image_classifier', 'export_infe
                  'download_and_convert_data', 'check_equivalence']
 # Installed with all their subpackages; tests/, benchmarks/, examples/, ... are not.
 PACKAGES = ['deployment', 'nets', 'datasets', 'preprocessing', 'image_classifier']
+# TensorFlow no longer installs TensorBoard (2.21 dropped the dependency): the releases made
+# with the TensorFlow versions install_requires allows (tensorboard 2.X goes with TF 2.X).
+TENSORBOARD = 'tensorboard>=2.16,<2.22'
 
 setup(
     name='slim-deploy',
@@ -29,8 +32,15 @@ setup(
         'tf-slim>=1.1',
         'numpy',
         'scikit-learn',  # Only for the embedded digits dataset (load_digits, no download).
+        'pyyaml',  # `launch_cluster --jobset` prints a Kubernetes manifest as YAML.
     ],
     extras_require={
-        'test': ['pytest'],
+        # tests/test_tensorboard.py reads the event files; tests/test_jobset.py checks pod
+        # templates against the official Kubernetes client's models (from 37 on, its
+        # ApiClient.deserialize takes JSON text).
+        'test': ['pytest', TENSORBOARD, 'kubernetes>=37'],
+        'tensorboard': [TENSORBOARD],
+        # The manual (docs/): Sphinx with Markdown pages (MyST) and the furo theme.
+        'docs': ['sphinx>=7.2', 'myst-parser>=3.0', 'furo>=2024.1.29'],
     },
 )
