@@ -14,21 +14,21 @@ As a task of a cluster, named by TF_CONFIG or --ps_hosts/--worker_hosts/--job_na
 a ps task serves the variables until SIGTERM, a worker trains through its own server
 (the chief, worker 0, writes train_dir) and an evaluator task evaluates train_dir's
 checkpoints as they appear; `python -m deployment.launch` runs one locally.
-The work is image_classifier.train.train(TrainConfig); this script turns flags into the
-config.
+image_classifier.roles.run(TrainConfig) does the work of each task; this script turns flags
+into the config.
 """
 from image_classifier import quiet
 
 quiet.start()  # Before TensorFlow is imported.
 
-from image_classifier import cli, config, slim_flags, train  # noqa: E402
+from image_classifier import cli, config, roles, slim_flags  # noqa: E402
 
 slim_flags.define(config.TrainConfig, __name__)
 
 
 def main(argv):
     del argv
-    train.train(slim_flags.train_config())
+    roles.run(slim_flags.train_config())
 
 
 def run():
