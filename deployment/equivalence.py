@@ -30,7 +30,7 @@ import re
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from deployment import cluster, launch, model_deploy, sharing, training
+from deployment import cluster, communication, launch, model_deploy, sharing, training
 from deployment.errors import UsageError
 
 # Defaults of check()'s tolerances. Equivalent deployments measured: relative differences
@@ -137,22 +137,24 @@ def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_
           setup=None):
     """Trains one step of `model_fn` deployed and as a single clone; returns the Result.
 
-    inputs: numpy arrays (or one), leading dimension the global batch, a multiple of
-      num_workers x gradient_accumulation_steps x num_clones; model_fn gets one slice of
-      each per clone.
-    num_clones: clones per worker, each on its own CPU device (CPU:0, CPU:1, ...).
-    variable_update, sync_batch_norm: DeploymentConfig's; gradient_accumulation_steps:
-      deploy()'s (each session run feeds one micro-batch).
-    num_workers: workers; more than 1 needs variable_update 'collective' and runs each in a
-      thread with its own gRPC server on a free port of 127.0.0.1 (TensorFlow's server
-      listens on every interface of that port while the process lives).
-    learning_rate: of the SGD step. rtol, atol, noise_margin: see Difference.allowed.
-    seed: the graph seed of the single clone's initial values, which both models start
-      from, and of the reordering.
-    timeout_secs: how long a collective op waits for the other workers.
-    setup: None, or a function called without arguments in each graph the check builds,
-      before model_fn: it builds what model_fn only calls, made once for all clones, such as
-      a Keras model (model_fn finds the graph's by tf.get_default_graph()).
+    Args:
+      inputs: numpy arrays (or one), leading dimension the global batch, a multiple of
+        num_workers x gradient_accumulation_steps x num_clones; model_fn gets one slice of
+        each per clone.
+      num_clones: clones per worker, each on its own CPU device (CPU:0, CPU:1, ...).
+      variable_update, sync_batch_norm: DeploymentConfig's; gradient_accumulation_steps:
+        deploy()'s (each session run feeds one micro-batch).
+      num_workers: workers; more than 1 needs variable_update 'collective' and runs each in a
+        thread with its own gRPC server on a free port of 127.0.0.1 (TensorFlow's server
+        listens on every interface of that port while the process lives).
+      learning_rate: of the SGD step. rtol, atol, noise_margin: see Difference.allowed.
+      seed: the graph seed of the single clone's initial values, which both models start
+        from, and of the reordering.
+      timeout_secs: how long a collective op waits for the other workers.
+      setup: None, or a function called without arguments in each graph the check builds,
+        before model_fn: it builds what model_fn only calls, made once for all clones, such
+        as a Keras model (model_fn finds the graph's by tf.get_default_graph()).
+
     Raises UsageError when the batch does not split so, or model_fn adds no loss or draws
     random numbers in the step (e.g. dropout: the two models would draw different ones).
     """
@@ -277,7 +279,7 @@ class _Reference:
             if not losses:
                 raise UsageError('model_fn added no loss to tf.GraphKeys.LOSSES')
             loss = tf.add_n(losses + tf.losses.get_regularization_losses())
-            step = _ancestors(loss.op)
+            step = communication.needed_ops([loss.op])
             random = sorted(op.name for op in step if _RANDOM_OP.fullmatch(op.type))
             if random:
                 raise UsageError(
@@ -324,18 +326,6 @@ def _assigner(variables):
                     for name, v in variables.items()}
     op = tf.group([variables[name].assign(p) for name, p in placeholders.items()])
     return op, lambda values: {p: values[name] for name, p in placeholders.items()}
-
-
-def _ancestors(op):
-    """`op` and every op it depends on, through inputs and control inputs."""
-    seen, stack = {op}, [op]
-    while stack:
-        current = stack.pop()
-        for parent in [t.op for t in current.inputs] + list(current.control_inputs):
-            if parent not in seen:
-                seen.add(parent)
-                stack.append(parent)
-    return seen
 
 
 class _RecordingSGD:

@@ -14,7 +14,8 @@ losses to `tf.GraphKeys.LOSSES` (tf.losses and slim.losses do). Each clone's los
 divided by the number of clones and the clones' gradients are summed, so the update is
 the gradient of the mean loss. Regularization losses count once; batch-norm update ops
 come from the first clone. Variables live on `variables_device()`: the worker's CPU, or
-the parameter-server tasks, round-robin or by bytes (`ps_strategy`); or, with
+the parameter-server tasks, round-robin or by bytes (`ps_strategy`), where each trainable
+variable is read once per step onto the worker's CPU for all the clones; or, with
 `variable_update` 'replicated' or 'collective', as a copy on each clone's device, the
 gradients all-reduced between the clones of one worker or of all (see replicas).
 
@@ -25,8 +26,10 @@ variable (resource or not, made by slim, tf.get_variable or tf.Variable) goes on
 variables device; worker devices carry the
 replica's task, so `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where
 slim's is '/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
-clones may run on any list of devices; summaries made inside model_fn sit on the CPU; bad
-settings raise ValueError up front.
+caching_device() is the worker's CPU, where create_clones reads the variables (slim's is a
+function caching on each reading op's device, which its create_clones does not use); clones
+may run on any list of devices; summaries made inside model_fn sit on the CPU; bad settings
+raise ValueError up front.
 """
 import collections
 import contextlib
@@ -36,7 +39,8 @@ from typing import Callable
 
 import tensorflow.compat.v1 as tf
 
-from deployment import accumulation, all_reduce, replicas, sharing, sync_batch_norm, watchdog
+from deployment import (accumulation, all_reduce, communication, replicas, sharing,
+                        sync_batch_norm, watchdog)
 from deployment import precision as precision_lib
 from deployment.registry import Registry
 
@@ -424,11 +428,14 @@ class DeploymentConfig:
         return PS_STRATEGIES[self._ps_strategy].variables_device(self._variable_devices())
 
     def caching_device(self):
-        """None, or with PS tasks a device function caching variable reads on the reader's
-        device (for `tf.variable_scope(..., caching_device=...)`)."""
+        """None, or with PS tasks the worker's CPU (a device string, also for
+        `tf.variable_scope(..., caching_device=...)`): where create_clones reads each
+        trainable variable once per step for every clone and regularizer, so that a variable
+        crosses the network once per worker and step. Slim's caches on each reading op's
+        device: one network read per clone device."""
         if self._num_ps_tasks == 0:
             return None
-        return lambda op: op.device
+        return self.worker_device + '/device:CPU:0'
 
 
 def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
@@ -476,21 +483,18 @@ def _require_graph_mode(function_name):
             '`with tf.Graph().as_default():`.')
 
 
-def _human_bytes(size):
-    """'400 B', '1.6 MB': `size` bytes in decimal units."""
-    for unit in ('B', 'kB', 'MB', 'GB'):
-        if size < 1000 or unit == 'GB':
-            break
-        size /= 1000
-    return f'{size} {unit}' if unit == 'B' else f'{size:.1f} {unit}'
-
-
-def placement_plan(config, graph=None):
+def placement_plan(config, graph=None, link_gbps=None):
     """Returns, as printable lines, which device holds each part of a deployment.
 
     graph: None, or a tf.Graph whose variable ops are then counted, with their bytes, on
     each variable device (each PS task, each clone's device when replicated, or the local
     CPU), and, when replicated, its all-reduces per step.
+
+    link_gbps: None, or the bandwidth of every host's network link in Gbit/s each way
+    (full duplex): the plan then ends with what a step of the graph's 'train_op' moves
+    through each worker's link and each ps task's, in and out, the least time that takes,
+    the bottleneck and, when a ps task is, how many ps tasks would not be (see
+    deployment.communication). Needs the graph.
     """
     devices = config._variable_devices()
     strategy = PS_STRATEGIES[config.ps_strategy].plan if config.num_ps_tasks else ''
@@ -527,15 +531,78 @@ def placement_plan(config, graph=None):
             role = (f'ps task {task}' if config.num_ps_tasks else
                     f'copy {task}' if config.replicated else 'local')
             plural = '' if count == 1 else 's'
-            rows.append((role, f'{device}  {count} variable{plural}, {_human_bytes(size)} '
-                               f'({size:,} bytes)'))
+            rows.append((role, f'{device}  {count} variable{plural}, '
+                               f'{communication.human_bytes(size)} ({size:,} bytes)'))
         if config.replicated:
             reduces = sum(op.type == 'CollectiveReduce' and op.device == devices[0]
                           for op in graph.get_operations())
+            pack = communication.human_bytes(config.all_reduce_pack_bytes)
             rows.append(('all-reduces', f'{reduces} per step on each member (gradients packed '
-                                        f'up to {_human_bytes(config.all_reduce_pack_bytes)})'))
+                                        f'up to {pack})'))
+    if link_gbps is not None:
+        communication.check_link_gbps(link_gbps)
+        if graph is None:
+            raise ValueError('placement_plan needs the graph to estimate the network time of '
+                             'a step (link_gbps)')
+        rows += _network_rows(communication.step_traffic(graph, config), link_gbps)
     width = max(len(role) for role, _ in rows)
     return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
+
+
+def _network_rows(traffic, link_gbps):
+    """The placement plan's rows on the network: what StepTraffic `traffic` (None: the
+    graph has no training step) needs of links of `link_gbps` Gbit/s."""
+    human_bytes = communication.human_bytes
+    if traffic is None:
+        return [('network', "no estimate: the graph has no training step ('train_op')")]
+    uncounted = ([f'{traffic.unknown} tensors of unknown size'] if traffic.unknown else []) + (
+        [f'the ops inside {", ".join(traffic.functions)}'] if traffic.functions else [])
+    caveat = f'; not counted: {" and ".join(uncounted)}' if uncounted else ''
+    reduces = traffic.all_reduces
+    if not any(link.bytes for link in traffic.links):
+        local = ('the variables are on this machine' if reduces is None else
+                 f'the {reduces.members} clones all-reduce {human_bytes(reduces.bytes)} per '
+                 f"step among this machine's devices, each sending "
+                 f'{human_bytes(reduces.member_bytes)} to the next')
+        return [('network', f'nothing crosses it: {local}{caveat}')]
+
+    def seconds(size):
+        return communication.human_seconds(communication.transfer_seconds(size, link_gbps))
+
+    workers = f'{traffic.workers} worker{"" if traffic.workers == 1 else "s"}'
+    rows = [('network', f'per step of {workers}, on full-duplex links of {link_gbps:g} Gbit/s '
+                        f'({link_gbps * 125:g} MB/s) each way{caveat}')]
+    carried = ['each worker'] + [workers] * len(traffic.ps_tasks)
+    if reduces and reduces.network_bytes:
+        carried[0] += (f'; a ring all-reduce of {human_bytes(reduces.bytes)} in '
+                       f'{reduces.count} pack{"" if reduces.count == 1 else "s"} over '
+                       f'{reduces.members} members: 2 x {reduces.members - 1}/'
+                       f'{reduces.members} of it each way')
+    busiest = traffic.busiest
+    for index, (link, whose) in enumerate(zip(traffic.links, carried)):
+        rows.append(('worker' if index == 0 else f'ps {index - 1}',
+                     f'in {human_bytes(link.bytes_in)}, out {human_bytes(link.bytes_out)} '
+                     f'({whose}): {seconds(link.bytes)}'
+                     + ('  <- bottleneck' if link in busiest else '')))
+    names = ' and '.join(f"{'each worker' if link is traffic.worker else link.name}'s "
+                         f'{link.direction}' for link in busiest)
+    rows.append(('step', f'>= {seconds(busiest[0].bytes)}: the bytes of the busiest link '
+                         f'direction ({names}) over the bandwidth'))
+    advice = communication.ps_advice(traffic)
+    if advice is None or traffic.worker in busiest:
+        return rows
+    if advice.tasks is None:
+        rows.append(('advice', 'no number of ps tasks takes the bottleneck off the ps tasks: '
+                               f'{advice.variable} and the ops placed with it move '
+                               f'{human_bytes(advice.variable_bytes)} one way per step '
+                               f"({workers}), more than a worker's link "
+                               f'({human_bytes(advice.worker_bytes)}), and a variable is not '
+                               'split'))
+    else:
+        rows.append(('advice', f"{advice.tasks} ps tasks with ps_strategy 'bytes' would keep "
+                               "each ps task's link within a worker's "
+                               f'({human_bytes(advice.worker_bytes)} one way)'))
+    return rows
 
 
 def _clone_placement(config, variables):
@@ -560,9 +627,12 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     config.clone_device(i); clones after the first reuse the first one's variables.
     With PS tasks and ps_strategy 'bytes', the variables made here are placed once all
     exist: largest first onto the PS task holding the fewest bytes (variables already on
-    the tasks count), with the ops colocated with them. When replicated, clone 0 makes the
-    variables on its device and each other clone a copy of the trainable ones on its own
-    (see deployment.replicas). With sync_batch_norm, the batch norms of the clones
+    the tasks count), with the ops colocated with them. With PS tasks, each trainable
+    variable model_fn makes is read once per step onto config.caching_device(), the
+    worker's CPU, for every clone and regularizer (see sharing.caching_reads), so it
+    crosses the network once per step whatever the number of clones. When replicated,
+    clone 0 makes the variables on its device and each other clone a copy of the trainable
+    ones on its own (see deployment.replicas). With sync_batch_norm, the batch norms of the clones
     normalize together (see deployment.sync_batch_norm). With xla, each clone's ops (and
     later their gradients) are marked for XLA compilation.
     """
@@ -584,18 +654,20 @@ def create_clones(config, model_fn, args=None, kwargs=None):
                    if config.sync_batch_norm and group.size > 1 else None)
     variables = sharing.CloneVariables([config.clone_scope(i) for i in range(config.num_clones)])
     clones = []
-    for i in range(config.num_clones):
-        with tf.name_scope(config.clone_scope(i)) as clone_scope:
-            clone_device = config.clone_device(i)
-            with tf.device(clone_device), tf.device(place):
-                with variables.building(i) as ops, (
-                        batch_norms.building(i) if batch_norms else contextlib.nullcontext()), (
-                        tf.xla.experimental.jit_scope() if config.xla
-                        else contextlib.nullcontext()):
-                    outputs = model_fn(*args, **kwargs)
-        if copies and i:
-            copies.localize(i, ops)
-        clones.append(Clone(outputs, clone_scope, clone_device))
+    with sharing.caching_reads(config.caching_device()):
+        for i in range(config.num_clones):
+            with tf.name_scope(config.clone_scope(i)) as clone_scope:
+                clone_device = config.clone_device(i)
+                with tf.device(clone_device), tf.device(place):
+                    with variables.building(i) as ops, (
+                            batch_norms.building(i) if batch_norms
+                            else contextlib.nullcontext()), (
+                            tf.xla.experimental.jit_scope() if config.xla
+                            else contextlib.nullcontext()):
+                        outputs = model_fn(*args, **kwargs)
+            if copies and i:
+                copies.localize(i, ops)
+            clones.append(Clone(outputs, clone_scope, clone_device))
     if deferred:
         _place_pending_variables(tf.get_default_graph(), config)
     if copies:

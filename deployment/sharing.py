@@ -13,6 +13,10 @@ The variables clone 0 makes are named as one clone names them, without clone 0's
 ('dense/kernel', not 'clone_0/dense/kernel'), so checkpoints do not depend on the number of
 clones and the evaluation graph (one clone) restores them.
 
+With ps tasks, create_clones builds the clones under caching_reads(the worker's CPU): each
+trainable variable they make is read over the network once per step, for all the clones and
+the regularizers.
+
 What model_fn adds once per clone is kept once, as with slim: regularization losses a later
 clone adds (a layer made there regularizes clone 0's variables again) are dropped; and each
 variable update that nothing runs (Keras layers keep their updates, e.g. BatchNormalization's
@@ -22,6 +26,7 @@ deploy() takes clone 0's.
 import contextlib
 
 import tensorflow.compat.v1 as tf
+from tensorflow.python.ops import resource_variable_ops
 
 from deployment.errors import UsageError
 
@@ -130,6 +135,61 @@ class CloneVariables:
                 f'{self._shared}: every call of model_fn must make the same variables in the '
                 'same order')
         return shared
+
+
+@contextlib.contextmanager
+def caching_reads(device):
+    """Within it, each trainable variable made without a caching device of its own, by any
+    API (slim, tf.get_variable, tf.compat.v1.layers, Keras layers, tf.Variable), is read once
+    per step onto `device` (a device string): every use of its value built within (each
+    clone's layers, regularizers) takes one copy there, an Identity of one read on the
+    variable's device, and gradients flow through it to the variable. With `device` the
+    worker's CPU, a variable crosses the network once per worker and step, whatever the
+    number of clones. On exit the variables read as without: what is built later (an
+    ExponentialMovingAverage under a control dependency on the update, a Saver) reads them
+    afresh, on their device. Not cached: non-trainable variables (batch norm's moving
+    statistics, whose update next to them would need the copy sent back) and variables made
+    before. device: None changes nothing."""
+    if device is None:
+        yield
+        return
+    cached = []
+
+    def create(next_creator, **kwargs):
+        if kwargs.get('caching_device') is not None or not _trainable(kwargs):
+            return next_creator(**kwargs)
+        variable = next_creator(**{**kwargs, 'caching_device': device})
+        cached.append(variable)
+        return variable
+
+    try:
+        with tf.variable_creator_scope(create):
+            yield
+    finally:
+        for variable in cached:
+            _uncache(variable)
+
+
+def _trainable(kwargs):
+    """Whether a variable creator's kwargs make a trainable variable: `trainable` if given,
+    else unless its synchronization is ON_READ (as TensorFlow decides)."""
+    trainable = kwargs.get('trainable')
+    if trainable is None:
+        return kwargs.get('synchronization') != tf.VariableSynchronization.ON_READ
+    return trainable
+
+
+def _uncache(variable):
+    """Makes `variable`, made with a caching device, read from now on as one made without:
+    a resource variable's value() becomes a fresh read, placed with it; a reference
+    variable's, one snapshot next to it (TensorFlow's private attributes: the public API has
+    no way back)."""
+    if resource_variable_ops.is_resource_variable(variable):
+        variable._cached_value = None
+        variable._caching_device = None
+    else:
+        with tf.colocate_with(variable.op), tf.name_scope(variable.op.name + '/'):
+            variable._snapshot = tf.identity(variable._ref(), name='read')
 
 
 def _without_scope(name_scope, clone_scope):

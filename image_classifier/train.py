@@ -1,5 +1,5 @@
-"""train(config): trains an image classifier as N data-parallel clones, alone or as a task
-of a parameter-server/worker cluster, with slim's semantics.
+"""train(config): trains an image classifier as N data-parallel clones, alone or as a chief
+or worker task of a parameter-server/worker cluster, with slim's semantics.
 
 batch_size is per clone: one global step consumes config.examples_per_step examples.
 Rerunning with the same train_dir resumes from its latest checkpoint; fine_tuning's
@@ -14,31 +14,26 @@ import tf_slim as slim
 from deployment import (all_reduce, checkpoints, cluster, fileio, model_deploy, optimization,
                         training)
 from deployment.errors import UsageError
-from image_classifier import evaluate, parts, runs
+from image_classifier import parts, runs
 
 
 def train(config):
     """Trains as `config` (a TrainConfig) says; returns the final global step.
 
-    Returns None when no step ran: train_dir's checkpoint was at the last step already, or
-    this process is a ps task, which serves the variables until SIGTERM instead, or a
-    cluster's evaluator task, which evaluates train_dir's checkpoints as they appear until
-    the last step's (evaluate.evaluate_continuously). Raises UsageError for a user's
-    mistake found once the run starts (an unwritable train_dir, a missing dataset or
-    checkpoint), training.NonFiniteLossError if the loss diverges, errors.Interrupted after
-    SIGTERM or SIGINT (training.SignalStop) and, in collective mode, errors.ClusterError
-    when another worker stops answering. A worker of a cluster ends its process with
+    Returns None when no step ran: train_dir's checkpoint was at the last step already.
+    Raises ValueError when `config` names a ps or evaluator task, which trains nothing
+    (roles.run does what they do), UsageError for a user's mistake found once the run
+    starts (an unwritable train_dir, a missing dataset or checkpoint),
+    training.NonFiniteLossError if the loss diverges, errors.Interrupted after SIGTERM or
+    SIGINT (training.SignalStop) and, in collective mode, errors.ClusterError when another
+    worker stops answering. A worker of a cluster ends its process with
     errors.ClusterError.exit_code when a task it needs has not answered for
     --task_timeout_secs (cluster.watchdog).
     """
     run = config.cluster
-    if run.is_ps:
-        cluster.serve(run.cluster_task)
-        return None
-    if run.is_evaluator:
-        evaluate.evaluate_continuously(evaluate.evaluator_config(config),
-                                       last_step=config.schedule.max_number_of_steps or None)
-        return None
+    if run.is_ps or run.is_evaluator:
+        raise ValueError(f'train() runs a chief or worker task, not {run.cluster_task.name}: '
+                         'roles.run(config) does what each task does')
     model = parts.classifier(config.data, config.model, is_training=True,
                              weight_decay=config.optimization.weight_decay)
     fileio.check_writable_dir(config.train_dir, '--train_dir')
@@ -161,7 +156,8 @@ def _build(config, model, deployment, warmup_steps):
         optimizing.label_smoothing)
     deployed = model_deploy.deploy(deployment, model_fn, optimizer=optimizer,
                                    var_list=var_list, gradient_accumulation_steps=micro_batches)
-    plan = model_deploy.placement_plan(deployment, tf.get_default_graph())
+    plan = model_deploy.placement_plan(deployment, tf.get_default_graph(),
+                                       link_gbps=run.link_gbps)
     train_tensor = deployed.train_op
     with tf.device(deployment.optimizer_device()):
         summaries = [deployed.summary_op, tf.summary.scalar('learning_rate', learning_rate)]

@@ -79,7 +79,7 @@ def test_device_matrix(name):
         expected = [ps_devices[i % len(ps_devices)] for i in range(5)]
         for use_resource in (False, True):
             assert _variable_devices(config.variables_device(), 5, use_resource) == expected
-        assert config.caching_device()(tf.Graph().create_op('NoOp', [], [])) == ''
+        assert config.caching_device() == worker_cpu
 
 
 def test_variables_device_leaves_other_ops_alone():
@@ -95,12 +95,15 @@ def test_variables_device_leaves_other_ops_alone():
     assert pinned.op.device == '/job:ps/task:1/device:CPU:0'
 
 
-def test_caching_device_reads_on_the_reading_ops_device():
-    config = DeploymentConfig(num_ps_tasks=1)
+def test_caching_device_reads_variables_on_the_workers_cpu():
+    """In a variable scope with it, a variable on a ps task is read on the worker's CPU."""
+    config = DeploymentConfig(num_clones=2, num_replicas=2, replica_id=1, num_ps_tasks=1)
     with tf.Graph().as_default():
-        with tf.device('/job:worker/task:0/device:GPU:1'):
-            op = tf.no_op()
-    assert config.caching_device()(op) == '/job:worker/task:0/device:GPU:1'
+        with tf.device(config.clone_device(1)), tf.device(config.variables_device()):
+            with tf.variable_scope('', caching_device=config.caching_device()):
+                variable = tf.get_variable('v', [2])
+    assert variable.op.device == '/job:ps/task:0/device:CPU:0'
+    assert variable.value().device == W1 + '/device:CPU:0'
 
 
 def test_properties_are_read_only():

@@ -1,0 +1,415 @@
+"""What a training step moves over the network (deployment.communication): the bytes of each
+link read from graphs built by deploy() (ps tasks, collective, replicated) against their
+variables and all-reduce packs and against what TensorFlow sends, the step-time bound, the
+ps-count advice, and the plan that placement_plan and the trainer print with --link_gbps."""
+import collections
+import contextlib
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
+import tf_slim as slim
+
+from deployment import all_reduce, communication
+from deployment.errors import UsageError
+from deployment.launch import LOCALHOST, free_ports
+from deployment.model_deploy import (ALL_REDUCE_PACK_BYTES, DeploymentConfig, deploy,
+                                     placement_plan)
+from helpers import run_script
+from image_classifier import parts, train
+from image_classifier.config import TrainConfig
+from nets import nets_factory
+
+# LeNet's variables on 28 x 28 x 1 images, 10 classes, in bytes (float32): its kernels
+# (conv 5x5x1x32, conv 5x5x32x64, fc 3136x1024, fc 1024x10) and biases.
+LENET_KERNELS = 4 * (5 * 5 * 1 * 32 + 5 * 5 * 32 * 64 + 7 * 7 * 64 * 1024 + 1024 * 10)
+LENET_BIASES = 4 * (32 + 64 + 1024 + 10)
+CPUS = ['/device:CPU:0', '/device:CPU:1']
+
+
+def lenet_model_fn(weight_decay=4e-5):
+    """model_fn of LeNet on a batch of 2 zero images, its kernels L2-regularized."""
+    network_fn = nets_factory.get_network_fn('lenet', 10, weight_decay=weight_decay,
+                                             is_training=True)
+
+    def model_fn():
+        logits, _ = network_fn(tf.zeros([2, 28, 28, 1]))
+        tf.losses.sparse_softmax_cross_entropy(tf.zeros([2], tf.int64), logits)
+    return model_fn
+
+
+def sized_model_fn(sizes):
+    """model_fn making float32 variables of {name: elements}, in order, each read once by a
+    loss summing them."""
+    def model_fn():
+        made = [tf.get_variable(name, [size]) for name, size in sizes.items()]
+        tf.losses.add_loss(tf.add_n([tf.reduce_sum(v) for v in made]))
+    return model_fn
+
+
+def built(config, model_fn, optimizer=None):
+    """A graph that deploy() built with `config`, `model_fn` and `optimizer` (default:
+    gradient descent at a constant rate, whose scalars are constants)."""
+    with tf.Graph().as_default() as graph:
+        deploy(config, model_fn, optimizer=optimizer or tf.train.GradientDescentOptimizer(0.1))
+    return graph
+
+
+def _variable_bytes(variable):
+    return variable.shape.num_elements() * variable.dtype.base_dtype.size
+
+
+@pytest.mark.parametrize('clones, workers, ps_tasks, replica_id, strategy', [
+    (1, 2, 1, 0, 'round_robin'), (2, 3, 2, 1, 'round_robin'), (2, 2, 3, 0, 'bytes')])
+def test_ps_links_carry_each_variable_once_each_way(clones, workers, ps_tasks, replica_id,
+                                                    strategy):
+    """Each worker reads every variable once, onto its CPU, for all its clones and clone 0's
+    regularizer, and sends one gradient per variable (the clones' sum) back: per worker,
+    and W times that per ps task for the variables it holds."""
+    config = DeploymentConfig(num_clones=clones, num_replicas=workers, replica_id=replica_id,
+                              num_ps_tasks=ps_tasks, ps_strategy=strategy)
+    graph = built(config, lenet_model_fn())
+    with graph.as_default():
+        sizes = {v.op.name: _variable_bytes(v) for v in tf.trainable_variables()}
+        devices = {v.op.name: v.op.device for v in tf.trainable_variables()}
+    assert sum(sizes.values()) == LENET_KERNELS + LENET_BIASES
+    traffic = communication.step_traffic(graph, config)
+    assert traffic.worker == communication.Link('worker', LENET_KERNELS + LENET_BIASES,
+                                                LENET_KERNELS + LENET_BIASES)
+    for task, link in enumerate(traffic.ps_tasks):
+        held = sum(size for name, size in sizes.items()
+                   if devices[name] == f'/job:ps/task:{task}/device:CPU:0')
+        assert link == communication.Link(f'ps task {task}', workers * held, workers * held)
+    assert traffic.all_reduces is None and traffic.unknown == 0 and not traffic.functions
+    assert {group.name for group in traffic.groups} == set(sizes)
+
+
+def _sends_by_tensorflow(graph, run_metadata):
+    """[(sending task, receiving task, tensor of `graph`)] of the tensors one traced step
+    sent between tasks, from the graphs TensorFlow partitioned it into."""
+    def task(device):
+        spec = tf.DeviceSpec.from_string(device)
+        return spec.job, spec.task
+
+    nodes = {node.name: node for partition in run_metadata.partition_graphs
+             for node in partition.node}
+    ours = {op.name: op for op in graph.get_operations()}
+    sends = []
+    for node in nodes.values():
+        if node.op != '_Send':
+            continue
+        sender, receiver = (task(node.attr[device].s.decode())
+                            for device in ('send_device', 'recv_device'))
+        if sender == receiver:
+            continue
+        name, _, index = node.input[0].partition(':')
+        if name not in ours:  # The partitioning's stand-in for a control edge: no bytes.
+            assert nodes[name].op == 'Const' and all(i[0] == '^' for i in nodes[name].input)
+            continue
+        sends.append((sender, receiver, ours[name].outputs[int(index or 0)]))
+    return sends
+
+
+def _sent_by_tensorflow(graph, run_metadata):
+    """{(sending task, receiving task): bytes} of the tensors one traced step sent between
+    tasks."""
+    sent = collections.Counter()
+    for sender, receiver, tensor in _sends_by_tensorflow(graph, run_metadata):
+        sent[sender, receiver] += tensor.shape.num_elements() * tensor.dtype.base_dtype.size
+    return sent
+
+
+@contextlib.contextmanager
+def _cluster_session():
+    """A session of worker 0 of 2 on the default graph, with 2 ps tasks (in-process gRPC
+    servers on loopback, 2 CPU devices each)."""
+    addresses = [f'{LOCALHOST}:{port}' for port in free_ports(LOCALHOST, 3)]
+    cluster = tf.train.ClusterSpec({'ps': addresses[:2], 'worker': addresses[2:]})
+    servers = [tf.distribute.Server(cluster, job_name=job, task_index=index, start=True,
+                                    config=tf.ConfigProto(device_count={'CPU': 2}))
+               for job, index in [('ps', 0), ('ps', 1), ('worker', 0)]]
+    session_config = tf.ConfigProto(device_filters=['/job:ps', '/job:worker/task:0'])
+    # Else grappler's arithmetic optimizer renames the gradient sums it sends.
+    session_config.graph_options.rewrite_options.arithmetic_optimization = (
+        rewriter_config_pb2.RewriterConfig.OFF)
+    with tf.Session(servers[2].target, config=session_config) as session:
+        yield session
+
+
+def _traced_run(session, fetches):
+    """The RunMetadata, with the partitioned graphs, of session.run(fetches)."""
+    run_metadata = tf.RunMetadata()
+    session.run(fetches, run_metadata=run_metadata, options=tf.RunOptions(
+        trace_level=tf.RunOptions.FULL_TRACE, output_partition_graphs=True))
+    return run_metadata
+
+
+def batch_norm_model_fn():
+    """model_fn of a convolution with batch norm (moving statistics updated each step) and
+    a regularized kernel, then logits, on a batch of 2 random images."""
+    images = np.random.RandomState(0).uniform(size=[2, 8, 8, 3]).astype(np.float32)
+
+    def model_fn():
+        net = slim.conv2d(tf.constant(images), 8, 3, normalizer_fn=slim.batch_norm,
+                          normalizer_params={'is_training': True},
+                          weights_regularizer=slim.l2_regularizer(1e-4), scope='conv')
+        logits = slim.fully_connected(slim.flatten(net), 10, activation_fn=None, scope='logits')
+        tf.losses.sparse_softmax_cross_entropy(tf.zeros([2], tf.int64), logits)
+    return model_fn
+
+
+@pytest.mark.parametrize('model_fn, strategy, resource, sync', [
+    (lenet_model_fn(), 'bytes', True, False),
+    (batch_norm_model_fn(), 'round_robin', False, True),
+], ids=['lenet_rmsprop', 'batch_norm_sync_replicas_reference_variables'])
+def test_the_bytes_are_those_tensorflow_sends_between_tasks(model_fn, strategy, resource, sync):
+    """Worker 0 of 2, with 2 clones and 2 ps tasks, runs a traced step with RMSProp at a
+    decaying learning rate: the tensors its partitioned graphs send between tasks add up to
+    the links' bytes."""
+    config = DeploymentConfig(num_clones=2, clone_devices=CPUS, num_replicas=2,
+                              num_ps_tasks=2, ps_strategy=strategy)
+    with tf.Graph().as_default() as graph, tf.variable_scope('', use_resource=resource):
+        with tf.device(config.variables_device()):
+            global_step = tf.train.get_or_create_global_step()
+        with tf.device(config.optimizer_device()):
+            optimizer = tf.train.RMSPropOptimizer(
+                tf.train.exponential_decay(0.01, global_step, 10, 0.9), momentum=0.9)
+            if sync:
+                optimizer = tf.train.SyncReplicasOptimizer(optimizer, 1, total_num_replicas=2)
+        model = deploy(config, model_fn, optimizer=optimizer)
+        if sync:  # Else TF logs an error when it is freed.
+            optimizer.ready_for_local_init_op.mark_used()
+        traffic = communication.step_traffic(graph, config)
+        with _cluster_session() as session:
+            session.run(tf.global_variables_initializer())
+            if sync:
+                session.run([optimizer.chief_init_op, optimizer.get_init_tokens_op(1)])
+            run_metadata = _traced_run(session, model.train_op)
+    sent = _sent_by_tensorflow(graph, run_metadata)
+    worker, ps_tasks = ('worker', 0), [('ps', 0), ('ps', 1)]
+    assert traffic.worker.bytes_in == sum(sent[ps, worker] for ps in ps_tasks)
+    assert traffic.worker.bytes_out == sum(sent[worker, ps] for ps in ps_tasks)
+    for ps, link in zip(ps_tasks, traffic.ps_tasks):
+        assert (link.bytes_in, link.bytes_out) == (2 * sent[worker, ps], 2 * sent[ps, worker])
+    assert traffic.worker.bytes_in > 0 and traffic.worker.bytes_out > 0
+
+
+def test_each_trainable_variable_crosses_the_network_once_per_worker_and_step():
+    """2 clones and an L2-regularized kernel: TensorFlow sends each trainable variable's
+    value (its read) to the worker once per step, copied on its CPU for both clones and
+    the regularizer. A moving average built after deploy() under a control dependency on
+    train_op, as the trainer's --moving_average_decay, reads the variables afresh, after
+    the update (built on ps task 0 here, so that it adds nothing to the count)."""
+    config = DeploymentConfig(num_clones=2, clone_devices=CPUS, num_replicas=2, num_ps_tasks=2)
+    with tf.Graph().as_default() as graph:
+        model = deploy(config, batch_norm_model_fn(),
+                       optimizer=tf.train.GradientDescentOptimizer(0.1))
+        variables = tf.trainable_variables()
+        average = tf.train.ExponentialMovingAverage(0.5)
+        with tf.device('/job:ps/task:0/device:CPU:0'), tf.control_dependencies([model.train_op]):
+            update = average.apply(variables)
+        with _cluster_session() as session:
+            session.run(tf.global_variables_initializer())
+            before = session.run(variables)
+            run_metadata = _traced_run(session, update)
+            after, averages = session.run([variables, [average.average(v) for v in variables]])
+    received = collections.Counter(
+        tensor.op.inputs[0].op.name for _, receiver, tensor
+        in _sends_by_tensorflow(graph, run_metadata)
+        if receiver == ('worker', 0) and tensor.op.type == 'ReadVariableOp')
+    assert {v.op.name: received[v.op.name] for v in variables} == {
+        v.op.name: 1 for v in variables}
+    for old, new, mean in zip(before, after, averages):
+        assert not np.allclose(old, new)
+        np.testing.assert_allclose(mean, (old + new) / 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize('pack_bytes', [ALL_REDUCE_PACK_BYTES, 0, 1 << 20])
+def test_collective_links_carry_the_ring_all_reduce_of_the_gradients(pack_bytes):
+    """2 workers of 2 clones: 4 members; each worker's link carries 2 x 3/4 of the packs'
+    bytes each way, the packs holding every gradient once."""
+    config = DeploymentConfig(num_clones=2, clone_devices=CPUS, variable_update='collective',
+                              num_replicas=2, replica_id=1, all_reduce_pack_bytes=pack_bytes)
+    graph = built(config, lenet_model_fn())
+    with graph.as_default():
+        gradients = [tf.zeros(v.shape) for v in tf.trainable_variables()]
+    reduces = [op for op in graph.get_operations()
+               if op.type == 'CollectiveReduce' and op.device == config.clone_device(0)]
+    traffic = communication.step_traffic(graph, config)
+    assert traffic.all_reduces == communication.AllReduces(
+        count=len(all_reduce.pack_plan(gradients, pack_bytes)),
+        bytes=LENET_KERNELS + LENET_BIASES, members=4, local_members=2)
+    assert traffic.all_reduces.count == len(reduces)
+    assert sum(op.inputs[0].shape.num_elements() * 4 for op in reduces) == (
+        LENET_KERNELS + LENET_BIASES)
+    ring = 2 * 3 * (LENET_KERNELS + LENET_BIASES) // 4
+    assert traffic.worker == communication.Link('worker', ring, ring)
+    assert traffic.ps_tasks == () and traffic.busiest == (traffic.worker,)
+
+
+def test_replicated_moves_nothing_over_the_network():
+    config = DeploymentConfig(num_clones=2, clone_devices=CPUS, variable_update='replicated')
+    graph = built(config, lenet_model_fn())
+    traffic = communication.step_traffic(graph, config)
+    assert traffic.worker == communication.Link('worker', 0, 0)
+    assert traffic.all_reduces.members == traffic.all_reduces.local_members == 2
+    assert traffic.all_reduces.network_bytes == 0
+    assert traffic.all_reduces.member_bytes == LENET_KERNELS + LENET_BIASES  # 2 x 1/2 x S.
+    assert placement_plan(config, graph, link_gbps=1).splitlines()[-1] == (
+        "network      nothing crosses it: the 2 clones all-reduce 13.1 MB per step among "
+        "this machine's devices, each sending 13.1 MB to the next")
+    local = DeploymentConfig(clone_on_cpu=True)
+    assert placement_plan(local, built(local, lenet_model_fn()), link_gbps=1).splitlines()[
+        -1] == 'network    nothing crosses it: the variables are on this machine'
+
+
+@pytest.mark.parametrize('clones', [1, 2])
+def test_lenet_on_one_ps_task_and_two_workers_at_1_and_10_gbits(clones):
+    """Per step each worker receives lenet's 13.1 MB once, whatever its clones (read onto
+    its CPU for the layers and the regularizer), and sends 13.1 MB of summed gradients;
+    ps task 0 serves both: 26.2 MB each way, 210 ms at 1 Gbit/s."""
+    config = DeploymentConfig(num_clones=clones, clone_devices=CPUS[:clones], num_replicas=2,
+                              num_ps_tasks=1)
+    graph = built(config, lenet_model_fn())
+    traffic = communication.step_traffic(graph, config)
+    lenet = LENET_KERNELS + LENET_BIASES  # 13,098,536 bytes.
+    assert traffic.worker == communication.Link('worker', lenet, lenet)
+    assert traffic.ps_tasks == (communication.Link('ps task 0', 2 * lenet, 2 * lenet),)
+    assert traffic.busiest == traffic.ps_tasks and traffic.busiest[0].direction == 'out'
+    assert traffic.seconds(1) == pytest.approx(2 * lenet * 8 / 1e9)  # 0.2096 s.
+    assert traffic.seconds(10) == pytest.approx(0.0209576576)
+    advice = communication.ps_advice(traffic)
+    # fc3's kernel alone is read once by each of 2 workers: 2 x 12.8 MB > 13.1 MB.
+    assert advice == communication.PsAdvice(None, 'LeNet/fc3/weights',
+                                            2 * 7 * 7 * 64 * 1024 * 4, lenet)
+    assert placement_plan(config, graph, link_gbps=1).splitlines()[-5:] == [
+        'network    per step of 2 workers, on full-duplex links of 1 Gbit/s (125 MB/s) '
+        'each way',
+        'worker     in 13.1 MB, out 13.1 MB (each worker): 104.8 ms',
+        'ps 0       in 26.2 MB, out 26.2 MB (2 workers): 209.6 ms  <- bottleneck',
+        "step       >= 209.6 ms: the bytes of the busiest link direction (ps task 0's out) "
+        'over the bandwidth',
+        'advice     no number of ps tasks takes the bottleneck off the ps tasks: '
+        'LeNet/fc3/weights and the ops placed with it move 25.7 MB one way per step (2 '
+        "workers), more than a worker's link (13.1 MB), and a variable is not split"]
+    assert placement_plan(config, graph, link_gbps=10).splitlines()[-4:-2] == [
+        'worker     in 13.1 MB, out 13.1 MB (each worker): 10.5 ms',
+        'ps 0       in 26.2 MB, out 26.2 MB (2 workers): 21.0 ms  <- bottleneck']
+    # Without link_gbps the plan is as before.
+    assert placement_plan(config, graph).splitlines()[-1].startswith('ps task 0  ')
+
+
+# Created in this order: round-robin puts small ones on task 0 and large ones on task 1.
+ALTERNATING = {'a': 100, 'b': 1000, 'c': 100, 'd': 1000}
+
+
+@pytest.mark.parametrize('strategy, busiest_bytes', [
+    ('round_robin', 2 * 4 * 2000),  # b and d on task 1, read and updated by 2 workers.
+    ('bytes', 2 * 4 * 1100),  # b with a, d with c: each task as busy as a worker's link.
+])
+def test_round_robin_and_bytes_busiest_ps_task(strategy, busiest_bytes):
+    config = DeploymentConfig(num_replicas=2, num_ps_tasks=2, ps_strategy=strategy)
+    traffic = communication.step_traffic(built(config, sized_model_fn(ALTERNATING)), config)
+    assert traffic.worker == communication.Link('worker', 4 * 2200, 4 * 2200)
+    assert max(link.bytes for link in traffic.ps_tasks) == busiest_bytes
+    assert sum(link.bytes_in for link in traffic.ps_tasks) == 2 * traffic.worker.bytes_out
+    assert (traffic.worker in traffic.busiest) == (strategy == 'bytes')
+
+
+@pytest.mark.parametrize('workers, tasks', [(1, 1), (2, 2), (3, 4), (4, 4)])
+def test_ps_advice_spreads_the_variables_over_enough_tasks(workers, tasks):
+    """4 variables of 4 kB, each read and updated once by each worker: a task holding k of
+    them carries workers x k x 4 kB each way, a worker 16 kB; 3 workers need a task each
+    (3 tasks would hold 2 on one)."""
+    config = DeploymentConfig(num_replicas=workers, num_ps_tasks=1)
+    equal = {name: 1000 for name in 'abcd'}
+    traffic = communication.step_traffic(built(config, sized_model_fn(equal)), config)
+    advice = communication.ps_advice(traffic)
+    assert (advice.tasks, advice.worker_bytes) == (tasks, 16_000)
+    assert advice.variable_bytes == workers * 4000
+    plan = placement_plan(config, built(config, sized_model_fn(equal)), link_gbps=1)
+    if workers == 1:
+        assert 'advice' not in plan
+    else:
+        assert plan.splitlines()[-1] == (
+            f"advice     {tasks} ps tasks with ps_strategy 'bytes' would keep each ps task's "
+            "link within a worker's (16.0 kB one way)")
+
+
+def test_ps_advice_when_one_variable_is_too_large_for_any_number_of_tasks():
+    """'big' alone moves 2 workers x 40 kB each way, more than a worker's 56 kB."""
+    config = DeploymentConfig(num_replicas=2, num_ps_tasks=1)
+    sizes = {'big': 10_000, **{name: 1000 for name in 'abcd'}}
+    traffic = communication.step_traffic(built(config, sized_model_fn(sizes)), config)
+    assert communication.ps_advice(traffic) == communication.PsAdvice(
+        None, 'big', 80_000, 56_000)
+    spread = DeploymentConfig(num_replicas=2, num_ps_tasks=5, ps_strategy='bytes')
+    traffic = communication.step_traffic(built(spread, sized_model_fn(sizes)), spread)
+    assert traffic.busiest[0].bytes == 80_000  # big's task, even with a task each.
+    assert communication.ps_advice(traffic).tasks is None
+
+
+def test_a_step_without_training_and_functions_are_said():
+    config = DeploymentConfig(num_replicas=2, num_ps_tasks=1)
+    with tf.Graph().as_default() as graph:
+        deploy(config, lenet_model_fn())  # No optimizer: no train_op.
+    assert communication.step_traffic(graph, config) is None
+    assert placement_plan(config, graph, link_gbps=1).splitlines()[-1] == (
+        "network    no estimate: the graph has no training step ('train_op')")
+    with tf.Graph().as_default() as graph:
+        deploy(config, lenet_model_fn(), optimizer=tf.train.GradientDescentOptimizer(0.1),
+               gradient_accumulation_steps=2)  # The update is a tf.cond.
+    traffic = communication.step_traffic(graph, config)
+    assert traffic.functions == ('apply_every',)
+    assert traffic.worker.bytes_in == LENET_KERNELS + LENET_BIASES  # Each variable's read.
+    assert 'not counted: the ops inside apply_every' in placement_plan(config, graph,
+                                                                       link_gbps=1)
+
+
+@pytest.mark.parametrize('link_gbps', [0, -1.0, float('nan'), float('inf'), '1', True])
+def test_a_bad_link_gbps_is_a_value_error(link_gbps):
+    config = DeploymentConfig(num_replicas=2, num_ps_tasks=1)
+    with pytest.raises(ValueError, match=r'^link_gbps must be a number > 0 \(Gbit/s\), got '):
+        placement_plan(config, built(config, lenet_model_fn()), link_gbps=link_gbps)
+
+
+def test_link_gbps_needs_the_graph():
+    with pytest.raises(ValueError, match='placement_plan needs the graph'):
+        placement_plan(DeploymentConfig(), link_gbps=1)
+
+
+@pytest.mark.parametrize('value', [0, -2.5])
+def test_the_link_gbps_flag_must_be_positive(value):
+    with pytest.raises(UsageError) as raised:
+        TrainConfig.from_flags({'link_gbps': value})
+    assert str(raised.value) == f'--link_gbps must be a number > 0, got {value!r}'
+
+
+def test_the_trainers_start_up_plan_states_the_network(digits_dir, tmp_path):
+    """The plan train() logs and records, for worker 0 of 2 with a ps task (servers started
+    by hand, reached through --master; only the graph is built here)."""
+    config = TrainConfig.from_flags({
+        'train_dir': str(tmp_path), 'dataset_dir': digits_dir, 'num_clones': 1,
+        'master': 'grpc://127.0.0.1:1', 'worker_replicas': 2, 'num_ps_tasks': 1,
+        'link_gbps': 1.0})
+    model = parts.classifier(config.data, config.model, is_training=True,
+                             weight_decay=config.optimization.weight_decay)
+    deployment, _ = parts.deployment(config.devices, config.cluster)
+    with tf.Graph().as_default():
+        plan = train._build(config, model, deployment, warmup_steps=0).plan.splitlines()
+    # RMSProp's decaying learning rate and the global step add a few bytes to lenet's.
+    assert plan[-4:-1] == [
+        'worker     in 13.1 MB, out 13.1 MB (each worker): 104.8 ms',
+        'ps 0       in 26.2 MB, out 26.2 MB (2 workers): 209.6 ms  <- bottleneck',
+        "step       >= 209.6 ms: the bytes of the busiest link direction (ps task 0's out) "
+        'over the bandwidth']
+
+
+@pytest.mark.slow
+def test_a_bad_link_gbps_flag_is_one_line(tmp_path):
+    result = run_script('train_image_classifier.py', f'--train_dir={tmp_path}',
+                        '--link_gbps=0')
+    assert result.returncode == 2
+    assert result.stderr == ('train_image_classifier.py: error: --link_gbps must be a number '
+                             '> 0, got 0.0\n')
