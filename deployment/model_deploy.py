@@ -483,7 +483,7 @@ def _require_graph_mode(function_name):
             '`with tf.Graph().as_default():`.')
 
 
-def placement_plan(config, graph=None, link_gbps=None):
+def placement_plan(config, graph=None, link_gbps=None, fetches=None):
     """Returns, as printable lines, which device holds each part of a deployment.
 
     graph: None, or a tf.Graph whose variable ops are then counted, with their bytes, on
@@ -494,7 +494,8 @@ def placement_plan(config, graph=None, link_gbps=None):
     (full duplex): the plan then ends with what a step of the graph's 'train_op' moves
     through each worker's link and each ps task's, in and out, the least time that takes,
     the bottleneck and, when a ps task is, how many ps tasks would not be (see
-    deployment.communication). Needs the graph.
+    deployment.communication). Needs the graph. fetches: what a step runs, when more than
+    the graph's 'train_op' (None: just that).
     """
     devices = config._variable_devices()
     strategy = PS_STRATEGIES[config.ps_strategy].plan if config.num_ps_tasks else ''
@@ -544,7 +545,7 @@ def placement_plan(config, graph=None, link_gbps=None):
         if graph is None:
             raise ValueError('placement_plan needs the graph to estimate the network time of '
                              'a step (link_gbps)')
-        rows += _network_rows(communication.step_traffic(graph, config), link_gbps)
+        rows += _network_rows(communication.step_traffic(graph, config, fetches), link_gbps)
     width = max(len(role) for role, _ in rows)
     return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
 

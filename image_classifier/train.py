@@ -156,8 +156,6 @@ def _build(config, model, deployment, warmup_steps):
         optimizing.label_smoothing)
     deployed = model_deploy.deploy(deployment, model_fn, optimizer=optimizer,
                                    var_list=var_list, gradient_accumulation_steps=micro_batches)
-    plan = model_deploy.placement_plan(deployment, tf.get_default_graph(),
-                                       link_gbps=run.link_gbps)
     train_tensor = deployed.train_op
     with tf.device(deployment.optimizer_device()):
         summaries = [deployed.summary_op, tf.summary.scalar('learning_rate', learning_rate)]
@@ -166,11 +164,17 @@ def _build(config, model, deployment, warmup_steps):
         if optimizing.moving_average_decay:
             averages = tf.train.ExponentialMovingAverage(optimizing.moving_average_decay,
                                                          global_step)
+            updates = []
             with tf.control_dependencies([deployed.train_op]):
-                average_update = averages.apply(slim.get_model_variables())
-            with tf.control_dependencies([average_update]):
+                for variable in slim.get_model_variables():
+                    # Next to the variable: on a ps task, not pulled to the worker and back.
+                    with tf.colocate_with(variable):
+                        updates.append(averages.apply([variable]))
+            with tf.control_dependencies(updates):
                 train_tensor = tf.identity(deployed.train_op, name='train_op_with_averages')
         summary_op = tf.summary.merge(summaries)
+    plan = model_deploy.placement_plan(deployment, tf.get_default_graph(), run.link_gbps,
+                                       fetches=[train_tensor])
     return _TrainingGraph(train_tensor=train_tensor, learning_rate=learning_rate,
                           optimizer=optimizer, summary_op=summary_op, plan=plan)
 

@@ -386,13 +386,15 @@ def test_the_link_gbps_flag_must_be_positive(value):
     assert str(raised.value) == f'--link_gbps must be a number > 0, got {value!r}'
 
 
-def test_the_trainers_start_up_plan_states_the_network(digits_dir, tmp_path):
+@pytest.mark.parametrize('flags', [{}, {'moving_average_decay': 0.99}])
+def test_the_trainers_start_up_plan_states_the_network(digits_dir, tmp_path, flags):
     """The plan train() logs and records, for worker 0 of 2 with a ps task (servers started
-    by hand, reached through --master; only the graph is built here)."""
+    by hand, reached through --master; only the graph is built here). Moving averages are
+    updated next to their variables, so they add no bytes to a worker's link."""
     config = TrainConfig.from_flags({
         'train_dir': str(tmp_path), 'dataset_dir': digits_dir, 'num_clones': 1,
         'master': 'grpc://127.0.0.1:1', 'worker_replicas': 2, 'num_ps_tasks': 1,
-        'link_gbps': 1.0})
+        'link_gbps': 1.0, **flags})
     model = parts.classifier(config.data, config.model, is_training=True,
                              weight_decay=config.optimization.weight_decay)
     deployment, _ = parts.deployment(config.devices, config.cluster)
