@@ -55,7 +55,6 @@ import argparse  # noqa: E402
 import collections  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import signal  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -63,7 +62,7 @@ import tempfile  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from deployment import launch, model_deploy, precision  # noqa: E402
+from deployment import launch, precision  # noqa: E402
 from nets import nets_factory  # noqa: E402
 import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
 import trainers  # noqa: E402
@@ -144,16 +143,6 @@ def start_setup(processes, args, setup, machine, ports):
     return started
 
 
-def measure(processes, workers, steps):
-    """Global images/sec and seconds per step of one round of `steps` steps on each of
-    `workers`, and the last loss of the first."""
-    for worker in workers:
-        worker.send(steps=steps)
-    replies = processes.collect(workers, f'run {steps} steps')
-    span = max(r['end'] for r in replies) - min(r['start'] for r in replies)
-    return sum(r['images'] for r in replies) / span, span / steps, replies[0]['loss']
-
-
 def baselines(setup):
     """The setups `setup` is compared with: its tf.distribute counterpart, float32, XLA off."""
     return [setup._replace(kind=KINDS[setup.kind].counterpart),
@@ -190,7 +179,7 @@ def benchmark(args, log):
             processes.collect(everyone, f'run {args.warmup_steps} warm-up steps')
             measured = harness.rounds(
                 names.values(), args.rounds,
-                lambda name: measure(processes, workers[name], args.steps),
+                lambda name: trainers.run_steps(processes, workers[name], args.steps),
                 done=lambda number: log(f'round {number}/{args.rounds} done, '
                                         f'{time.monotonic() - started:.0f} s'))
         finally:
@@ -264,26 +253,7 @@ def parse_args(argv=None):
     parser.add_argument('--dataset_name', help='train on the real tf.data pipeline of this '
                                                'dataset (default: synthetic images)')
     parser.add_argument('--dataset_dir', help="the dataset's directory (digits: none needed)")
-    parser.add_argument('--steps', type=at_least(1), default=10,
-                        help='timed steps per setup and round (default 10)')
-    parser.add_argument('--warmup_steps', type=at_least(0), default=3,
-                        help='untimed steps after the first (default 3)')
-    parser.add_argument('--rounds', type=at_least(1), default=3,
-                        help='rounds over every setup; medians are reported (default 3)')
-    parser.add_argument('--all_reduce_pack_bytes', type=at_least(0),
-                        default=model_deploy.ALL_REDUCE_PACK_BYTES,
-                        help='pack size of replicated and collective gradient all-reduces, '
-                             'bytes (default %(default)s; 0: one all-reduce per gradient)')
-    parser.add_argument('--intra_op_threads', type=at_least(0), default=0,
-                        help="intra-op threads of every session (default 0: TensorFlow's)")
-    parser.add_argument('--inter_op_threads', type=at_least(0), default=0,
-                        help="inter-op threads of every session (default 0: TensorFlow's)")
-    parser.add_argument('--timeout_secs', type=at_least(1), default=600,
-                        help='longest wait for a setup to start, or a round to run, seconds '
-                             '(default 600)')
-    parser.add_argument('--json', action='store_true',
-                        help='print one JSON object instead of the table')
-    parser.add_argument('--role', help=argparse.SUPPRESS)  # Set in the processes it starts.
+    trainers.add_options(parser, steps=10, warmup_steps=3, rounds=3)
     args = parser.parse_args(argv)
     if 'collective' in args.variable_update and args.num_clones < 2:
         parser.error('--variable_update=collective needs --num_clones >= 2 (its workers)')
@@ -291,22 +261,5 @@ def parse_args(argv=None):
     return args
 
 
-def main():
-    args = parse_args()
-    if args.role:
-        harness.serve_role(lambda reply, commands: trainers.serve(
-            args, json.loads(args.role), STARTED, reply, commands))
-    harness.exit_on_sigterm()
-    try:
-        results = benchmark(args, lambda line: print(line, file=sys.stderr, flush=True))
-    except harness.BenchmarkError as e:
-        print(f'throughput.py: error: {e}', file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 128 + signal.SIGINT
-    harness.print_result(results, table(results), args.json)
-    return 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(trainers.main('throughput.py', parse_args(), STARTED, benchmark, table))

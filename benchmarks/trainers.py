@@ -1,33 +1,47 @@
-"""What the role processes of a training benchmark train (throughput.py's; any benchmark that
-measures deploy() or tf.distribute training in processes of its own): a trainer per kind of
-role, on synthetic images or on a dataset's real tf.data pipeline.
+"""What the role processes of a training benchmark train (throughput.py's, network.py's; any
+benchmark that measures deploy() or tf.distribute training in processes of its own): a
+trainer per kind of role, on synthetic images or on a dataset's real tf.data pipeline.
 
-A role (a JSON-able dict; harness.serve_role) says what to train: `kind`, a key of TRAINERS;
-`precision`, a name of deployment.precision.PRECISIONS; `xla` (bool); `devices`, the devices
-of the process's clones or replicas (['/device:CPU:0', ...]); `cpu_devices`, the CPU device
-count of its session (None: TensorFlow's); and for a worker of a cluster, `index` and
-`cluster` ({'worker': ['HOST:PORT', ...]}; MultiWorkerMirroredStrategy reads it from the
-TF_CONFIG the benchmark sets). The kinds: 'parameter_server' and 'replicated', deploy() over
-the devices of one process; 'collective', worker `index` of deploy()'s collective
+A role (a JSON-able dict; harness.serve_role) says what to train: `kind`, a key of TRAINERS
+or 'ps'; `precision`, a name of deployment.precision.PRECISIONS; `xla` (bool); `devices`, the
+devices of the process's clones or replicas (['/device:CPU:0', ...]); `cpu_devices`, the CPU
+device count of its session (None: TensorFlow's); and for a task of a cluster, `index` and
+`cluster` ({'worker': ['HOST:PORT', ...], 'ps': [...]}; MultiWorkerMirroredStrategy reads it
+from the TF_CONFIG the benchmark sets). The kinds: 'parameter_server' and 'replicated',
+deploy() over the devices of one process; 'ps', ps task `index`, serving the variables of a
+cluster's workers; 'ps_worker', worker `index` of deploy() with the variables on the ps
+tasks, asynchronous, or with `sync_replicas` (bool) under a SyncReplicasOptimizer that
+aggregates every worker's gradient; 'collective', worker `index` of deploy()'s collective
 all-reduce; 'mirrored', tf.distribute's MirroredStrategy over the devices; and
-'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy.
+'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy. With `link_gbps`
+(Gbit/s), a worker of a cluster also reports what its step moves over the network
+(network_bound).
 
 Every trainer trains momentum SGD on --batch_size examples per clone or replica, with the
 same session threads; OPTIONS are the command-line options (of an argparse namespace) it
 reads. serve() is a role process's work: it builds the trainer, replies once the first step
-ran, then runs the steps it is told to. It imports TensorFlow: import it after
-image_classifier.quiet.start().
+ran, then runs the steps it is told to; run_steps() is the benchmark's side of it.
+add_options() adds the command-line options every training benchmark takes, and main() is
+such a script's main. It imports TensorFlow: import it after image_classifier.quiet.start().
 """
+import argparse
+import collections
 import contextlib
+import dataclasses
+import json
 import math
+import signal
+import sys
 import time
 
 import tensorflow.compat.v1 as tf
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from deployment import model_deploy, precision, training
+from deployment import communication, model_deploy, precision, training
+from deployment.cluster import ClusterTask
 from image_classifier import config, parts
 from nets import nets_factory
+import harness  # benchmarks/harness.py: the scripts that import this module run from there.
 
 NUM_CLASSES = 10  # Of the synthetic data.
 WEIGHT_DECAY = 4e-5
@@ -112,21 +126,31 @@ def synthetic_batch(batch_size, image_size):
     return images, labels
 
 
-def deployed_step(args, role, deployment):
+Trainer = collections.namedtuple(
+    'Trainer', ['session', 'step', 'server', 'built', 'deployment', 'global_step'],
+    defaults=[None])
+Trainer.__doc__ = """What a trainer built: the session (or MonitoredSession) and the fetch that
+trains one step and returns the loss; the server kept alive with it (None: none); the
+time.time() its graph was built; the DeploymentConfig of its placement (None: one process
+of tf.distribute), which communication.step_traffic reads; and for synchronous replicas,
+a fetch reading the global step once a step is done (None: not needed)."""
+
+
+def deployed_step(args, role, deployment, train_optimizer=None):
     """deploy()'s train_op for `deployment` (a DeploymentConfig), each clone training on a
-    batch of its own."""
+    batch of its own, with `train_optimizer` (None: optimizer(role))."""
     inputs = Inputs(args)
     devices = iter([deployment.clone_device(i) for i in range(deployment.num_clones)])
 
     def model_fn():
         inputs.loss(*inputs.batch(next(devices)))
 
-    return model_deploy.deploy(deployment, model_fn, optimizer=optimizer(role)).train_op
+    return model_deploy.deploy(deployment, model_fn,
+                               optimizer=train_optimizer or optimizer(role)).train_op
 
 
 def deploy_trainer(args, role):
-    """One process, no cluster: 'parameter_server' or 'replicated' over role's devices;
-    returns (session, step, server, time the graph was built)."""
+    """One process, no cluster: 'parameter_server' or 'replicated' over role's devices."""
     deployment = model_deploy.DeploymentConfig(
         num_clones=len(role['devices']), clone_devices=role['devices'],
         variable_update=role['kind'], all_reduce_pack_bytes=args.all_reduce_pack_bytes,
@@ -136,7 +160,44 @@ def deploy_trainer(args, role):
     session = tf.Session(config=session_config(args, role, role['cpu_devices']))
     session.run(tf.global_variables_initializer())
     session.run(tf.local_variables_initializer())  # Batches; replicated: clone 0's copies.
-    return session, step, None, built
+    return Trainer(session, step, None, built, deployment)
+
+
+def ps_worker_trainer(args, role):
+    """Worker role['index'] of a parameter-server cluster, as train_image_classifier.py runs
+    one: the variables on the ps tasks, the session a MonitoredSession through the worker's
+    server (worker 0, the chief, initializes the variables; the others wait for it). With
+    role['sync_replicas'], a SyncReplicasOptimizer aggregates as many gradients as there
+    are workers per update (--sync_replicas), run by training.SyncReplicasHook; its workers
+    then run until a global step (train()), not a number of steps each: the hook queues a
+    token per worker at the start, with which a worker can run a step ahead and push a
+    gradient that is then dropped as stale, and after a fixed number of steps each, the
+    last to finish would wait forever for an update that needs another's gradient."""
+    task = ClusterTask(role['cluster'], 'worker', role['index'])
+    workers = task.num_replicas
+    deployment = model_deploy.DeploymentConfig(
+        num_clones=len(role['devices']), clone_devices=role['devices'],
+        replica_id=task.task_index, num_replicas=workers, num_ps_tasks=task.num_ps_tasks,
+        worker_job_name=task.task_type, precision=role['precision'], xla=role['xla'])
+    train_optimizer, hooks, global_step = optimizer(role), [], None
+    if role['sync_replicas']:
+        train_optimizer = tf.train.SyncReplicasOptimizer(
+            train_optimizer, replicas_to_aggregate=workers, total_num_replicas=workers)
+        hooks.append(training.SyncReplicasHook(train_optimizer, task.is_chief, workers,
+                                               workers))
+    step = deployed_step(args, role, deployment, train_optimizer)
+    if role['sync_replicas']:
+        with tf.control_dependencies([step]):
+            global_step = tf.train.get_global_step().read_value()
+    built = time.time()
+    server = task.start_server(session_config(args, role, role['cpu_devices'], remote=True))
+    settings = session_config(args, role, device_filters=task.device_filters(), remote=True)
+    scaffold = tf.train.Scaffold()
+    creator = (tf.train.ChiefSessionCreator(scaffold, server.target, settings)
+               if task.is_chief else
+               training._WorkerSessionCreator(scaffold, server.target, settings))
+    return Trainer(tf.train.MonitoredSession(creator, hooks=hooks), step, server, built,
+                   deployment, global_step)
 
 
 def collective_trainer(args, role):
@@ -160,7 +221,7 @@ def collective_trainer(args, role):
         remote=True))
     session.run(tf.global_variables_initializer())
     session.run(tf.get_collection(tf.GraphKeys.LOCAL_INIT_OP))
-    return session, step, server, built
+    return Trainer(session, step, server, built, deployment)
 
 
 def strategy_step(strategy, args, role):
@@ -199,14 +260,15 @@ def strategy_step(strategy, args, role):
 def strategy_trainer(args, role):
     """MirroredStrategy over role's devices in one process, or worker role['index'] of
     MultiWorkerMirroredStrategy (its cluster in TF_CONFIG, its server started here, graph
-    mode as tf.compat.v1's documentation has it)."""
+    mode as tf.compat.v1's documentation has it). The deployment of a worker: a
+    'collective' DeploymentConfig of its task, which places it as the strategy does."""
     if role['kind'] == 'mirrored':
         strategy = tf.distribute.MirroredStrategy(devices=role['devices'])
         step = strategy_step(strategy, args, role)
         built = time.time()
         session = tf.Session(config=strategy.update_config_proto(
             session_config(args, role, role['cpu_devices'])))
-        server = None
+        server = deployment = None
     else:
         strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()
         step = strategy_step(strategy, args, role)
@@ -217,50 +279,162 @@ def strategy_trainer(args, role):
                 session_config(args, role, role['cpu_devices'], remote=True)))
         session = tf.Session(server.target, config=strategy.update_config_proto(
             session_config(args, role, remote=True)))
+        deployment = model_deploy.DeploymentConfig(
+            variable_update='collective', replica_id=role['index'],
+            num_replicas=len(role['cluster']['worker']))
     # Both at once: MultiWorkerMirroredStrategy's initializers broadcast the chief's values.
     session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
-    return session, step, server, built
+    return Trainer(session, step, server, built, deployment)
 
 
 TRAINERS = {'parameter_server': deploy_trainer, 'replicated': deploy_trainer,
-            'collective': collective_trainer, 'mirrored': strategy_trainer,
-            'multi_worker_mirrored': strategy_trainer}
+            'ps_worker': ps_worker_trainer, 'collective': collective_trainer,
+            'mirrored': strategy_trainer, 'multi_worker_mirrored': strategy_trainer}
 
 
-def train(session, step, steps):
-    """Runs `steps` training steps; returns the last loss (None for none).
+def network_bound(trainer, link_gbps):
+    """What one step of `trainer` moves over the network, read from this process's graph by
+    communication.step_traffic, as a JSON-able dict: 'bound_secs', the least time the step
+    needs on links of `link_gbps` Gbit/s each way (None when the step runs collective ops
+    that step_traffic does not count, their op types in 'uncounted'); 'busiest', the links
+    whose busier direction carries the most ('ps task 0 out'), and 'bytes', its bytes per
+    step; 'links', {name: [bytes in, bytes out]}; 'all_reduces' (communication.AllReduces
+    as a dict; None: none counted); 'ps_advice' (communication.PsAdvice as a dict; None
+    without ps tasks)."""
+    traffic = communication.step_traffic(tf.get_default_graph(), trainer.deployment,
+                                         [trainer.step])
+    collectives = {op.type for op in communication.needed_ops([trainer.step])
+                   if op.type.startswith('Collective')}
+    uncounted = sorted(collectives) if traffic.all_reduces is None else []
+    advice = communication.ps_advice(traffic)
+    return {'bound_secs': None if uncounted else traffic.seconds(link_gbps),
+            'uncounted': uncounted,
+            'busiest': [f'{link.name} {link.direction}' for link in traffic.busiest],
+            'bytes': traffic.busiest[0].bytes,
+            'links': {link.name: [link.bytes_in, link.bytes_out] for link in traffic.links},
+            'all_reduces': traffic.all_reduces and dataclasses.asdict(traffic.all_reduces),
+            'ps_advice': advice and dataclasses.asdict(advice)}
+
+
+def train(trainer, steps, until_global_step=None):
+    """Runs `steps` training steps of `trainer` or, given until_global_step, steps (one at
+    least) until the global step read after one (trainer.global_step) reaches it; returns
+    (steps run, the last loss (None for none), the last global step read (None: none)).
     FloatingPointError if a loss is not finite."""
-    loss = None
-    for _ in range(steps):
-        loss = float(session.run(step))
+    fetches = [trainer.step] + ([] if trainer.global_step is None else [trainer.global_step])
+    ran, loss, global_step = 0, None, None
+    while (ran < steps if until_global_step is None else
+           not ran or global_step < until_global_step):
+        results = trainer.session.run(fetches)
+        loss, ran = float(results[0]), ran + 1
+        if trainer.global_step is not None:
+            global_step = int(results[1])
         if not math.isfinite(loss):
             raise FloatingPointError(f'the loss is {loss}')
-    return loss
+    return ran, loss, global_step
 
 
 def serve(args, role, started, reply, commands):
     """The work of one role process (harness.serve_role's `serve`, given the command line
     `args`, the `role` and the time.time() the process `started` at): builds its trainer,
     runs the first step and replies {'ready': its loss, 'startup': {import_secs,
-    build_secs, init_secs, first_step_secs, to_first_step_secs}}; then for each command,
-    {'warmup': n} (n untimed steps, replies {}) or {'steps': n} (replies {'start', 'end'
-    (time.time() s), 'images', 'loss' (the last)})."""
+    build_secs, init_secs, first_step_secs, to_first_step_secs}} (with role['link_gbps'],
+    also 'network': network_bound's dict); then for each command, {'warmup': n} (n untimed
+    steps, replies {}) or {'steps': n} (replies {'start', 'end' (time.time() s), 'images',
+    'loss' (the last)}); a command with 'until_global_step' runs until that global step
+    instead (train()). Synchronous replicas' replies add the 'global_step' read last. A
+    'ps' task replies nothing: it serves until its stdin closes."""
     tf.disable_eager_execution()
+    if role['kind'] == 'ps':
+        _server = ClusterTask(role['cluster'], 'ps', role['index']).start_server(
+            session_config(args, role, remote=True))
+        for _ in commands:
+            pass
+        return
     begun = time.time()
-    session, step, _server, built = TRAINERS[role['kind']](args, role)  # Server kept alive.
+    trainer = TRAINERS[role['kind']](args, role)  # Its server is kept alive with it.
     initialized = time.time()
-    first = train(session, step, 1)
+    _, first, global_step = train(trainer, 1)
     done = time.time()
+    network = ({'network': network_bound(trainer, role['link_gbps'])} if 'link_gbps' in role
+               else {})
     reply(ready=first, startup={
-        'import_secs': begun - started, 'build_secs': built - begun,
-        'init_secs': initialized - built, 'first_step_secs': done - initialized,
-        'to_first_step_secs': done - begun})
+        'import_secs': begun - started, 'build_secs': trainer.built - begun,
+        'init_secs': initialized - trainer.built, 'first_step_secs': done - initialized,
+        'to_first_step_secs': done - begun}, **network, **progress(global_step))
     for command in commands:
-        if 'warmup' in command:
-            train(session, step, command['warmup'])
-            reply()
-            continue
         start = time.time()
-        loss = train(session, step, command['steps'])
+        ran, loss, global_step = train(trainer, command.get('steps', command.get('warmup')),
+                                       command.get('until_global_step'))
+        if 'warmup' in command:
+            reply(**progress(global_step))
+            continue
         reply(start=start, end=time.time(), loss=loss,
-              images=command['steps'] * args.batch_size * len(role['devices']))
+              images=ran * args.batch_size * len(role['devices']), **progress(global_step))
+
+
+def progress(global_step):
+    """A reply's {'global_step': global_step}; {} for None."""
+    return {} if global_step is None else {'global_step': global_step}
+
+
+def run_steps(processes, workers, steps, until_global_step=None):
+    """(global images/sec, seconds per step, the first worker's last loss) of `steps` steps
+    run by each of `workers` (role processes serve() drives, of harness.Processes
+    `processes`) at once: every worker's images over the span from the first one's start to
+    the last one's end. Synchronous replicas run until global step `until_global_step`,
+    `steps` updates after the last one (None: a fixed number of steps each)."""
+    until = {} if until_global_step is None else {'until_global_step': until_global_step}
+    for worker in workers:
+        worker.send(steps=steps, **until)
+    replies = processes.collect(workers, f'run {steps} steps')
+    span = max(r['end'] for r in replies) - min(r['start'] for r in replies)
+    return sum(r['images'] for r in replies) / span, span / steps, replies[0]['loss']
+
+
+def add_options(parser, steps, warmup_steps, rounds):
+    """Adds to argparse `parser` the options of a training benchmark's rounds (--steps,
+    --warmup_steps, --rounds; their defaults given), of its trainers (OPTIONS' threads and
+    pack size), --timeout_secs, --json and the hidden --role of its role processes."""
+    at_least = harness.at_least
+    parser.add_argument('--steps', type=at_least(1), default=steps,
+                        help=f'timed steps per setup and round (default {steps})')
+    parser.add_argument('--warmup_steps', type=at_least(0), default=warmup_steps,
+                        help=f'untimed steps after the first (default {warmup_steps})')
+    parser.add_argument('--rounds', type=at_least(1), default=rounds,
+                        help=f'rounds over every setup; medians are reported (default {rounds})')
+    parser.add_argument('--all_reduce_pack_bytes', type=at_least(0),
+                        default=model_deploy.ALL_REDUCE_PACK_BYTES,
+                        help='pack size of the replicated and collective gradient all-reduces, '
+                             'bytes (default %(default)s; 0: one all-reduce per gradient)')
+    parser.add_argument('--intra_op_threads', type=at_least(0), default=0,
+                        help="intra-op threads of every session (default 0: TensorFlow's)")
+    parser.add_argument('--inter_op_threads', type=at_least(0), default=0,
+                        help="inter-op threads of every session (default 0: TensorFlow's)")
+    parser.add_argument('--timeout_secs', type=at_least(1), default=600,
+                        help='longest wait for a setup to start, or a round to run, seconds '
+                             '(default 600)')
+    parser.add_argument('--json', action='store_true',
+                        help='print one JSON object instead of the table')
+    parser.add_argument('--role', help=argparse.SUPPRESS)  # Set in the processes it starts.
+
+
+def main(prog, args, started, benchmark, table, failures=()):
+    """The main of training benchmark `prog` ('throughput.py'), given its parsed `args` and
+    the time.time() it `started` at: with args.role, serves that role (never returns); else
+    returns the exit code of running benchmark(args, log) (log: progress lines, onto
+    stderr) and printing its result (table(result): its lines). A harness.BenchmarkError
+    or one of `failures` (exception types) is one line on stderr and exit code 1."""
+    if args.role:
+        harness.serve_role(lambda reply, commands: serve(
+            args, json.loads(args.role), started, reply, commands))
+    harness.exit_on_sigterm()
+    try:
+        result = benchmark(args, lambda line: print(line, file=sys.stderr, flush=True))
+    except (harness.BenchmarkError, *failures) as e:
+        print(f'{prog}: error: {e}', file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    harness.print_result(result, table(result), args.json)
+    return 0

@@ -1,0 +1,304 @@
+"""Training over bandwidth-limited links: deploy()'s modes against MultiWorkerMirroredStrategy.
+
+    python benchmarks/network.py [--model_name lenet] [--workers 2] [--num_ps_tasks 1]
+        [--link_bandwidth 1gbit,10gbit] [--setups parameter_server,sync_replicas,collective,
+        multi_worker_mirrored] [--batch_size 32] [--steps 20] [--warmup_steps 5] [--rounds 5]
+        [--all_reduce_pack_bytes N] [--json]
+
+Each step's time is set against the plan's lower bound for it (deployment.communication).
+Needs root (network namespaces) and tc's tbf qdisc. Each setup is a cluster of its own on
+emulated hosts (deployment.emulated_hosts), one host per task, each host's link limited to
+the bandwidth in both directions; every worker trains --model_name with momentum SGD on a
+synthetic batch of --batch_size images held in its memory (one clone; 10 classes):
+
+  parameter_server   --num_ps_tasks ps tasks hold the variables; --workers asynchronous
+                     workers (deploy(), as train_image_classifier.py's ps mode)
+  sync_replicas      the same, synchronous: a SyncReplicasOptimizer aggregates --workers
+                     gradients per update (--sync_replicas), run by
+                     training.SyncReplicasHook; a step is an update: its workers run until
+                     the global step has advanced --steps (the hook's start-up tokens let a
+                     worker run a step ahead, so their step counts may differ by a few)
+  collective         --workers workers all-reducing the gradients (deploy()'s
+                     variable_update='collective', packs of --all_reduce_pack_bytes)
+  multi_worker_mirrored  tf.distribute's MultiWorkerMirroredStrategy on --workers workers
+
+Per bandwidth of --link_bandwidth, in turn: the setups' clusters start one after another
+(each start-up alone on the machine), all stay warm and run --warmup_steps untimed steps
+together, then per round each setup runs --steps timed steps while the others wait, in an
+order rotated each round (harness.rounds). Waiting processes take no CPU, and lenet's 10
+(2 workers, 1 ps task) take about 5 GB in all: keeping them warm together costs less than
+restarting each setup every round, and rotating spreads the machine's noise over all setups.
+
+Prints a table per bandwidth: images/sec (global: every worker's images over the span from
+the first worker's start to the last one's end; median over rounds, and the spread (max -
+min) / median), seconds per step (median), each setup's images/sec over
+MultiWorkerMirroredStrategy's, and the plan's lower bound on the step: what the worker's own
+graph moves through the busiest link direction (communication.step_traffic) over the
+bandwidth, with the measured step time over it. A bound above a measured step time is
+flagged: the plan or the measurement would be wrong. --json prints one object instead:
+`model_name`, `batch_size`, `workers`, `num_ps_tasks`, `data`, `steps`, `warmup_steps`,
+`rounds`, `all_reduce_pack_bytes`, `intra_op_threads`, `inter_op_threads`, `tensorflow`,
+`seconds` (the whole run) and `links`: {bandwidth ('1gbit'): {`link_gbps`, `seconds`,
+`setups`: {setup: {`label`, `processes`, `images_per_sec` (median), `images_per_sec_rounds`,
+`spread`, `sec_per_step` (median), `sec_per_step_rounds`, `bound_secs` (None: the step
+runs collective ops the plan does not count), `step_over_bound`, `network` (worker 0's
+trainers.network_bound), `startup`, `loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio
+of median images/sec}}}. A process that fails or stops answering (--timeout_secs) ends the
+run with a one-line error and exit code 1; every process and host it made is removed on exit.
+"""
+import time
+
+STARTED = time.time()  # Before anything is imported: the import's share of start-up.
+
+from image_classifier import quiet  # noqa: E402
+
+quiet.start()  # Before TensorFlow is imported.
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+# deployment first: importing it repairs tf-slim, which nets imports.
+from deployment import communication, emulated_hosts, launch  # noqa: E402
+from nets import nets_factory  # noqa: E402
+import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
+import trainers  # noqa: E402
+from harness import at_least, names_in  # noqa: E402
+
+Setup = collections.namedtuple('Setup', ['label', 'kind', 'sync_replicas'])
+Setup.__doc__ = """A setup: its label in the table, the trainers kind of its workers ('ps_worker'
+runs with ps tasks) and whether they are synchronous replicas."""
+SETUPS = {
+    'parameter_server': Setup('parameter_server async', 'ps_worker', False),
+    'sync_replicas': Setup('parameter_server sync', 'ps_worker', True),
+    'collective': Setup('collective', 'collective', False),
+    'multi_worker_mirrored': Setup('MultiWorkerMirroredStrategy', 'multi_worker_mirrored',
+                                   False),
+}
+BASELINE = 'multi_worker_mirrored'
+RATE = re.compile(r'(\d+(?:\.\d+)?)(mbit|gbit)')  # A tc rate this benchmark takes.
+RATE_GBPS = {'mbit': 1e-3, 'gbit': 1.0}  # Gbit/s per unit.
+
+
+def link_rates(text):
+    """argparse type: comma-separated tc rates ('1gbit,100mbit') -> {rate: Gbit/s}."""
+    rates = {}
+    for rate in (part.strip() for part in text.split(',') if part.strip()):
+        match = RATE.fullmatch(rate)
+        if not match or float(match[1]) <= 0:
+            raise argparse.ArgumentTypeError(f'{rate!r} is not a rate such as 100mbit or 1gbit')
+        rates[rate] = float(match[1]) * RATE_GBPS[match[2]]
+    if not rates:
+        raise argparse.ArgumentTypeError('no rate given')
+    return rates
+
+
+def ps_tasks(args, name):
+    """The ps tasks of setup `name`'s cluster."""
+    return args.num_ps_tasks if SETUPS[name].kind == 'ps_worker' else 0
+
+
+def label(args, name):
+    """'parameter_server async, 1 ps', 'collective': setup `name`'s label."""
+    tasks = ps_tasks(args, name)
+    return SETUPS[name].label + (f', {tasks} ps' if tasks else '')
+
+
+def start_setup(processes, hosts, args, name, link_gbps):
+    """Starts setup `name`'s tasks, each on its emulated host of `hosts` (its ps tasks
+    first); returns its workers (of harness.Processes `processes`)."""
+    setup = SETUPS[name]
+    cluster = launch.emulated_cluster_spec(hosts, ps_tasks(args, name), args.workers)
+    role = dict(kind=setup.kind, precision='float32', xla=False, cluster=cluster,
+                devices=['/device:CPU:0'], cpu_devices=None)
+
+    def start(task, task_role, env=None):
+        return processes.start(f'{label(args, name)} {task}', harness.role_command(
+            __file__, task_role, args, trainers.OPTIONS), env, launch.host_name(task))
+
+    for index in range(ps_tasks(args, name)):
+        start(f'ps:{index}', dict(role, kind='ps', index=index))
+    workers = []
+    for index in range(args.workers):
+        env = {'TF_CONFIG': json.dumps({'cluster': cluster, 'task': {
+            'type': 'worker', 'index': index}})} if name == BASELINE else None
+        workers.append(start(f'worker:{index}', dict(
+            role, index=index, sync_replicas=setup.sync_replicas, link_gbps=link_gbps), env))
+    return workers
+
+
+def measure_link(args, rate, link_gbps, log):
+    """Runs every setup on links of `rate` (a tc rate of `link_gbps` Gbit/s); returns that
+    bandwidth's results (a JSON-able dict). `log`: progress lines."""
+    started = time.monotonic()
+    results, processes, workers = {}, {}, {}
+    global_steps = {}  # {setup: the global step its synchronous replicas reached}.
+
+    def until(name, updates):
+        """The global step synchronous replicas run to next, `updates` on; None for others."""
+        if name in global_steps:
+            global_steps[name] += updates
+        return global_steps.get(name)
+
+    with contextlib.ExitStack() as stack:
+        directory = stack.enter_context(tempfile.TemporaryDirectory())
+        for name in args.setups:  # In turn: each start-up alone on the machine.
+            hosts = stack.enter_context(emulated_hosts.EmulatedHosts(
+                launch.host_names(ps_tasks(args, name), args.workers),
+                domain=launch.HOSTS_DOMAIN, bandwidth=rate))
+            processes[name] = harness.Processes(directory, args.timeout_secs, hosts)
+            stack.callback(processes[name].close)
+            workers[name] = start_setup(processes[name], hosts, args, name, link_gbps)
+            first = processes[name].collect(workers[name], 'start')
+            if SETUPS[name].sync_replicas:
+                global_steps[name] = max(reply['global_step'] for reply in first)
+            results[name] = dict(
+                label=label(args, name), processes=args.workers + ps_tasks(args, name),
+                loss_first=first[0]['ready'], startup=first[0]['startup'],
+                network=first[0]['network'], bound_secs=first[0]['network']['bound_secs'])
+            log(f'{rate} {label(args, name)}: first step after '
+                f"{first[0]['startup']['to_first_step_secs']:.1f} s")
+        warming = args.setups if args.warmup_steps else []  # Together.
+        for name in warming:
+            target = until(name, args.warmup_steps)
+            for worker in workers[name]:
+                worker.send(warmup=args.warmup_steps,
+                            **({} if target is None else {'until_global_step': target}))
+        for name in warming:
+            processes[name].collect(workers[name], f'run {args.warmup_steps} warm-up steps')
+        measured = harness.rounds(
+            args.setups, args.rounds,
+            lambda name: trainers.run_steps(processes[name], workers[name], args.steps,
+                                            until(name, args.steps)),
+            done=lambda number: log(f'{rate}: round {number}/{args.rounds} done, '
+                                    f'{time.monotonic() - started:.0f} s'))
+    for name, result in results.items():
+        rates, sec_per_step, losses = zip(*measured[name])
+        result['images_per_sec'], result['spread'] = harness.median_spread(rates)
+        result.update(images_per_sec_rounds=list(rates), sec_per_step_rounds=list(sec_per_step),
+                      sec_per_step=statistics.median(sec_per_step), loss_last=losses[-1])
+        bound = result['bound_secs']
+        result['step_over_bound'] = result['sec_per_step'] / bound if bound else None
+    return {'link_gbps': link_gbps, 'setups': results,
+            'ratios': harness.ratios({name: results[name]['images_per_sec'] for name in results},
+                                     lambda name: [BASELINE], lambda name: label(args, name)),
+            'seconds': time.monotonic() - started}
+
+
+def benchmark(args, log):
+    """Runs every setup on links of each bandwidth; returns the results as a JSON-able dict.
+    `log`: progress lines."""
+    started = time.monotonic()
+    links = {rate: measure_link(args, rate, gbps, log)
+             for rate, gbps in args.link_bandwidth.items()}
+    return {
+        'model_name': args.model_name, 'batch_size': args.batch_size, 'workers': args.workers,
+        'num_ps_tasks': args.num_ps_tasks, 'data': 'synthetic', 'steps': args.steps,
+        'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
+        'all_reduce_pack_bytes': args.all_reduce_pack_bytes,
+        'intra_op_threads': args.intra_op_threads, 'inter_op_threads': args.inter_op_threads,
+        'tensorflow': tf.__version__, 'links': links, 'seconds': time.monotonic() - started,
+    }
+
+
+def table(results):
+    """The results as printable lines."""
+    r = results
+    lines = [f"{r['model_name']}, batch {r['batch_size']} per worker, momentum SGD, "
+             f"{r['workers']} workers on emulated hosts (a host per task), synthetic images; "
+             f"TensorFlow {r['tensorflow']}",
+             f"{r['steps']} timed steps per round after {r['warmup_steps']} warm-up steps, "
+             f"medians of {r['rounds']} round(s)"]
+    for rate, link in r['links'].items():
+        lines += ['', f"links of {rate} ({link['link_gbps']:g} Gbit/s each way)",
+                  f"{'setup':<30} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
+                  f"{'vs MWMS':>8} {'bound':>9}  {'busiest link':<22} {'step/bound':>10}"]
+        notes = []
+        baseline = link['setups'].get(BASELINE, {}).get('label')
+        for setup in link['setups'].values():
+            lines.append(setup_row(setup, link['ratios'].get(f"{setup['label']} / {baseline}"),
+                                   notes))
+        advice = next((setup['network']['ps_advice'] for setup in link['setups'].values()
+                       if setup['network']['ps_advice']), None)
+        if advice:
+            notes.append('plan: ' + (
+                f"{advice['tasks']} ps task(s) keep each ps task's link within a worker's"
+                if advice['tasks'] else
+                "no number of ps tasks keeps each ps task's link within a worker's: "
+                f"{advice['variable']} alone moves "
+                f"{communication.human_bytes(advice['variable_bytes'])} per step, a worker's "
+                f"link {communication.human_bytes(advice['worker_bytes'])}"))
+        lines += notes
+    lines += ['', "bound: the bytes a step moves through the busiest link's busier direction "
+                  "(read from the worker's graph by communication.step_traffic) over the "
+                  "bandwidth; vs MWMS: images/sec over MultiWorkerMirroredStrategy's",
+              f"run took {r['seconds']:.0f} s"]
+    return lines
+
+
+def setup_row(setup, ratio, notes):
+    """The table's line of `setup` (its results; `ratio`: its images/sec over the baseline's,
+    None: none); appends what needs saying to `notes`."""
+    network = setup['network']
+    if setup['bound_secs'] is None:
+        bound = busiest = over = '-'
+        notes.append(f"{setup['label']}: no bound: communication.step_traffic does not count "
+                     f"its {', '.join(network['uncounted'])} ops")
+    else:
+        bound = communication.human_seconds(setup['bound_secs'])
+        busiest = (f"{' & '.join(network['busiest'])} "
+                   f"{communication.human_bytes(network['bytes'])}")
+        over = f"{setup['step_over_bound']:.2f}"
+        if min(setup['sec_per_step_rounds']) < setup['bound_secs']:
+            over += ' !'
+            notes.append(f"! {setup['label']}: a round's step time is below the bound: the "
+                         'plan or the measurement is wrong')
+    return (f"{setup['label']:<30} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
+            f"{setup['sec_per_step']:>9.3f} {'-' if ratio is None else f'{ratio:.3f}':>8} "
+            f"{bound:>9}  {busiest:<22} {over:>10}")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--model_name', default='lenet', choices=nets_factory.NETWORKS.names,
+                        metavar='NAME', help='network of nets_factory (default lenet)')
+    parser.add_argument('--batch_size', type=at_least(1), default=32,
+                        help='images per worker and step (default 32)')
+    parser.add_argument('--workers', type=at_least(2), default=2,
+                        help='worker tasks, one emulated host each (default 2)')
+    parser.add_argument('--num_ps_tasks', type=at_least(0), default=1,
+                        help='ps tasks of the parameter-server setups (default 1; 0: run '
+                             'only the others)')
+    parser.add_argument('--link_bandwidth', type=link_rates, default=link_rates('1gbit'),
+                        help="comma-separated tc rates of every host's link, each way "
+                             '(default 1gbit)')
+    parser.add_argument('--setups', type=names_in(tuple(SETUPS)),
+                        help='comma-separated: ' + ', '.join(SETUPS) + ' (default: all, the '
+                             'first two only with ps tasks)')
+    trainers.add_options(parser, steps=20, warmup_steps=5, rounds=5)
+    parser.set_defaults(dataset_name=None, dataset_dir=None)  # Synthetic data (trainers).
+    args = parser.parse_args(argv)
+    with_ps = [name for name in SETUPS if SETUPS[name].kind == 'ps_worker']
+    if args.setups is None:
+        args.setups = [name for name in SETUPS if args.num_ps_tasks or name not in with_ps]
+    wanting = [name for name in args.setups if name in with_ps]
+    if wanting and not args.num_ps_tasks:
+        parser.error(f'--setups {",".join(wanting)} needs --num_ps_tasks >= 1')
+    if not args.role:
+        try:
+            emulated_hosts.check(bandwidth=True)
+        except emulated_hosts.EmulatedHostsError as e:
+            parser.error(str(e))
+    return args
+
+
+if __name__ == '__main__':
+    sys.exit(trainers.main('network.py', parse_args(), STARTED, benchmark, table,
+                           failures=(emulated_hosts.EmulatedHostsError,)))
