@@ -1,36 +1,7 @@
-r"""Exports a classifier's inference graph (slim's GraphDef) and/or a SavedModel.
-
-    python export_inference_graph.py --output_file=/tmp/lenet_inf_graph.pb
-    python export_inference_graph.py --checkpoint_path=/tmp/tfmodel \
-        --saved_model_dir=/tmp/lenet_saved_model
-
-Given a training run's --checkpoint_path, the model, dataset, labels offset, grayscale
-and image size default to the run's. The GraphDef holds the network in eval mode behind a
-float32 placeholder named 'input' of shape [batch_size, image_size, image_size,
-channels], without variable values (slim's format, for freeze_graph). The SavedModel
-holds the checkpoint's values and a 'serving_default' signature: input 'images' (float32
-[N, image_size, image_size, channels], already preprocessed as for evaluation) ->
-'logits' and 'probabilities' (float32 [N, num_classes]). The work is
-image_classifier.export.export(ExportConfig).
-"""
-from image_classifier import quiet
-
-quiet.start()  # Before TensorFlow is imported.
-
-from image_classifier import cli, config, export, slim_flags  # noqa: E402
-
-slim_flags.define(config.ExportConfig, __name__)
-
-
-def main(argv):
-    del argv
-    export.export(slim_flags.export_config())
-
-
-def run():
-    """Console-script entry point."""
-    cli.run(main, __name__)
-
+# `python export_inference_graph.py` in a checkout runs the export_inference_graph command:
+# slim_deploy/export_inference_graph.py, whose docstring (here too, for absl's --help)
+# tells what it does.
+from slim_deploy.export_inference_graph import __doc__, run  # noqa: F401
 
 if __name__ == '__main__':
     run()

@@ -1,40 +1,7 @@
-r"""Trains an image classifier as N data-parallel clones (TF-Slim's flags and semantics).
-
-    python train_image_classifier.py            # lenet on the embedded digits, 2 clones
-    python train_image_classifier.py --dataset_name=cifar10 --dataset_dir=DIR \
-        --model_name=cifarnet --num_clones=4 --train_dir=/tmp/cifarnet
-
-batch_size is per clone: one global step consumes batch_size x num_clones examples
-(x replicas_to_aggregate with --sync_replicas). Restarting the same command resumes from
-the newest intact checkpoint in train_dir; --checkpoint_path only seeds a train_dir that has
-none. SIGTERM or Ctrl-C ends the step in flight, checkpoints it and exits 143 or 130 within
---grace_period_secs.
-
-As a task of a cluster, named by TF_CONFIG or --ps_hosts/--worker_hosts/--job_name/--task,
-a ps task serves the variables until SIGTERM, a worker trains through its own server
-(the chief, worker 0, writes train_dir) and an evaluator task evaluates train_dir's
-checkpoints as they appear; `python -m deployment.launch` runs one locally.
-image_classifier.roles.run(TrainConfig) does the work of each task; this script turns flags
-into the config.
-"""
-from image_classifier import quiet
-
-quiet.start()  # Before TensorFlow is imported.
-
-from image_classifier import cli, config, roles, slim_flags  # noqa: E402
-
-slim_flags.define(config.TrainConfig, __name__)
-
-
-def main(argv):
-    del argv
-    roles.run(slim_flags.train_config())
-
-
-def run():
-    """Console-script entry point."""
-    cli.run(main, __name__)
-
+# `python train_image_classifier.py` in a checkout runs the train_image_classifier command:
+# slim_deploy/train_image_classifier.py, whose docstring (here too, for absl's --help)
+# tells what it does.
+from slim_deploy.train_image_classifier import __doc__, run  # noqa: F401
 
 if __name__ == '__main__':
     run()

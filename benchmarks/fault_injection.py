@@ -6,8 +6,8 @@
         [--plan TASK[@FAULT],...] [--train_dir DIR] [--dataset_dir DIR] [--min_accuracy 0.9]
         [--time_limit_secs 900] [--json] [--verbose] [--keep] [-- TRAINING FLAGS...]
 
-It runs `python -m deployment.launch --num_ps_tasks P --worker_replicas W --max_restarts N`
-on train_image_classifier.py (lenet on the embedded digits, converted into a temporary
+It runs `python -m slim_deploy.deployment.launch --num_ps_tasks P --worker_replicas W --max_restarts
+N` on train_image_classifier.py (lenet on the embedded digits, converted into a temporary
 directory unless --dataset_dir is given, one clone per worker, a checkpoint every
 --save_interval_secs=2 so that a lost ps task costs little), reads the launcher's output as
 it comes, and kills --kills tasks one after the other: each a random task (ps:I or
@@ -34,8 +34,8 @@ work directory, with the launcher's output in launch.log, is then kept); 2 for b
 arguments.
 
 With --emulated_hosts the launcher runs each task on an emulated host of its own
-(deployment.emulated_hosts; needs root), and --partitions N adds N partitions to the kills
-(with the same seeded choice of tasks and steps, the kinds in random order): the task's host
+(slim_deploy.deployment.emulated_hosts; needs root), and --partitions N adds N partitions to the
+kills (with the same seeded choice of tasks and steps, the kinds in random order): the task's host
 is cut off (no reset: its packets vanish) for a random time, either shorter (0.2-0.7 x) or
 longer (1.5-2.5 x) than --task_timeout_secs, then healed. A short one must heal with no
 restart; after a long one, the tasks that need the host exit (code 75) and the launcher
@@ -70,7 +70,7 @@ def say(text):
 # ---- The run ----
 
 def launcher_options(args):
-    """The options of deployment.launch for the run."""
+    """The options of slim_deploy.deployment.launch for the run."""
     return [f'--num_ps_tasks={args.num_ps_tasks}', f'--worker_replicas={args.worker_replicas}',
             f'--max_restarts={args.max_restarts}',
             *(['--emulated_hosts'] if args.emulated_hosts else [])]
@@ -88,9 +88,9 @@ def training_flags(args, train_dir, dataset_dir):
 
 def prepare_digits(directory):
     """Converts the embedded digits into `directory`; returns it."""
-    from image_classifier import quiet
+    from slim_deploy.image_classifier import quiet
     quiet.start()  # Before TensorFlow is imported.
-    from datasets import digits
+    from slim_deploy.datasets import digits
     return digits.prepare(directory)
 
 

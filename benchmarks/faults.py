@@ -13,7 +13,7 @@ import re
 import signal
 import time
 
-from deployment import launch
+from slim_deploy.deployment import launch
 from harness import BenchmarkError
 
 SIGNALS = {'SIGKILL': signal.SIGKILL, 'SIGTERM': signal.SIGTERM}

@@ -14,8 +14,9 @@ its stdin and a reply per line on its stdout:
     processes.close()                                    # in a finally: ends them all
 
   Processes(directory, timeout_secs, hosts): every process the benchmark starts, each
-    one's stderr in a file of `directory`; hosts: the deployment.emulated_hosts.EmulatedHosts
-    that start(host=...) runs on (None: this machine only).
+    one's stderr in a file of `directory`; hosts: the
+    slim_deploy.deployment.emulated_hosts.EmulatedHosts that start(host=...) runs on (None: this
+    machine only).
   start(name, argv, env=None, host=None) -> Process: argv in the environment() plus `env`
     (a dict), on emulated host `host` of `hosts` (None: this machine); `name` names it in
     errors. Process.send(**command) writes one command.
@@ -39,8 +40,8 @@ its stdin and a reply per line on its stdout:
     trainers.serve(args, role, started, reply, commands)).
 
 A training job through the launcher: LaunchedJob(launcher_options, training_flags, log,
-echo) runs `python -m deployment.launch OPTIONS -- python train_image_classifier.py FLAGS`;
-pump(timeout) takes its output lines (into `log`, and onto stderr if `echo`) and records
+echo) runs `python -m slim_deploy.deployment.launch OPTIONS -- python train_image_classifier.py
+FLAGS`; pump(timeout) takes its output lines (into `log`, and onto stderr if `echo`) and records
 what they tell: the global step, each task's incarnations, progress, restarts, resumes,
 stops and ends, and with --emulated_hosts the hosts (to partition and heal).
 record_tasks() -> {task: pid}; kill() ends the launcher and every process under it;
@@ -77,8 +78,8 @@ import threading
 import time
 import traceback
 
-from deployment import emulated_hosts, launch
-from image_classifier import quiet
+from slim_deploy.deployment import emulated_hosts, launch
+from slim_deploy.image_classifier import quiet
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRACE_SECS = 5.0  # How long role processes get to exit at the end before they are killed.
@@ -402,7 +403,7 @@ class LaunchedJob:
         self.log = log
         self.echo = echo
         self.process = subprocess.Popen(
-            [sys.executable, '-m', 'deployment.launch', *launcher_options, '--',
+            [sys.executable, '-m', 'slim_deploy.deployment.launch', *launcher_options, '--',
              sys.executable, os.path.join(REPO, 'train_image_classifier.py'), *training_flags],
             cwd=REPO, env=environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True)

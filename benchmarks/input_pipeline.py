@@ -16,12 +16,12 @@ import time
 
 import numpy as np
 
-import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
+import slim_deploy.deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import tensorflow.compat.v1 as tf
 
-from datasets import dataset_factory, dataset_utils
-from deployment import model_deploy, optimization, training
-from image_classifier import config, parts
+from slim_deploy.datasets import dataset_factory, dataset_utils
+from slim_deploy.deployment import model_deploy, optimization, training
+from slim_deploy.image_classifier import config, parts
 import harness  # benchmarks/harness.py
 from harness import at_least
 

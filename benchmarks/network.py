@@ -5,11 +5,12 @@
         multi_worker_mirrored] [--batch_size 32] [--steps 20] [--warmup_steps 5] [--rounds 5]
         [--all_reduce_pack_bytes N] [--json]
 
-Each step's time is set against the plan's lower bound for it (deployment.communication).
-Needs root (network namespaces) and tc's tbf qdisc. Each setup is a cluster of its own on
-emulated hosts (deployment.emulated_hosts), one host per task, each host's link limited to
-the bandwidth in both directions; every worker trains --model_name with momentum SGD on a
-synthetic batch of --batch_size images held in its memory (one clone; 10 classes):
+Each step's time is set against the plan's lower bound for it
+(slim_deploy.deployment.communication). Needs root (network namespaces) and tc's tbf qdisc. Each
+setup is a cluster of its own on emulated hosts (slim_deploy.deployment.emulated_hosts), one host
+per task, each host's link limited to the bandwidth in both directions; every worker trains
+--model_name with momentum SGD on a synthetic batch of --batch_size images held in its memory (one
+clone; 10 classes):
 
   parameter_server   --num_ps_tasks ps tasks hold the variables; --workers asynchronous
                      workers (deploy(), as train_image_classifier.py's ps mode)
@@ -50,7 +51,7 @@ import time
 
 STARTED = time.time()  # Before anything is imported: the import's share of start-up.
 
-from image_classifier import quiet  # noqa: E402
+from slim_deploy.image_classifier import quiet  # noqa: E402
 
 quiet.start()  # Before TensorFlow is imported.
 
@@ -66,8 +67,8 @@ import tempfile  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from deployment import communication, emulated_hosts, launch  # noqa: E402
-from nets import nets_factory  # noqa: E402
+from slim_deploy.deployment import communication, emulated_hosts, launch  # noqa: E402
+from slim_deploy.nets import nets_factory  # noqa: E402
 import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
 import trainers  # noqa: E402
 from harness import at_least, names_in  # noqa: E402

@@ -47,7 +47,7 @@ import time
 
 STARTED = time.time()  # Before anything is imported: the import's share of start-up.
 
-from image_classifier import quiet  # noqa: E402
+from slim_deploy.image_classifier import quiet  # noqa: E402
 
 quiet.start()  # Before TensorFlow is imported.
 
@@ -62,8 +62,8 @@ import tempfile  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from deployment import launch, precision  # noqa: E402
-from nets import nets_factory  # noqa: E402
+from slim_deploy.deployment import launch, precision  # noqa: E402
+from slim_deploy.nets import nets_factory  # noqa: E402
 import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
 import trainers  # noqa: E402
 from harness import at_least, names_in  # noqa: E402

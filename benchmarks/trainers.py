@@ -3,9 +3,9 @@ benchmark that measures deploy() or tf.distribute training in processes of its o
 trainer per kind of role, on synthetic images or on a dataset's real tf.data pipeline.
 
 A role (a JSON-able dict; harness.serve_role) says what to train: `kind`, a key of TRAINERS
-or 'ps'; `precision`, a name of deployment.precision.PRECISIONS; `xla` (bool); `devices`, the
-devices of the process's clones or replicas (['/device:CPU:0', ...]); `cpu_devices`, the CPU
-device count of its session (None: TensorFlow's); and for a task of a cluster, `index` and
+or 'ps'; `precision`, a name of slim_deploy.deployment.precision.PRECISIONS; `xla` (bool);
+`devices`, the devices of the process's clones or replicas (['/device:CPU:0', ...]); `cpu_devices`,
+the CPU device count of its session (None: TensorFlow's); and for a task of a cluster, `index` and
 `cluster` ({'worker': ['HOST:PORT', ...], 'ps': [...]}; MultiWorkerMirroredStrategy reads it
 from the TF_CONFIG the benchmark sets). The kinds: 'parameter_server' and 'replicated',
 deploy() over the devices of one process; 'ps', ps task `index`, serving the variables of a
@@ -22,7 +22,8 @@ same session threads; OPTIONS are the command-line options (of an argparse names
 reads. serve() is a role process's work: it builds the trainer, replies once the first step
 ran, then runs the steps it is told to; run_steps() is the benchmark's side of it.
 add_options() adds the command-line options every training benchmark takes, and main() is
-such a script's main. It imports TensorFlow: import it after image_classifier.quiet.start().
+such a script's main. It imports TensorFlow: import it after
+slim_deploy.image_classifier.quiet.start().
 """
 import argparse
 import collections
@@ -37,10 +38,10 @@ import time
 import tensorflow.compat.v1 as tf
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from deployment import communication, model_deploy, precision, training
-from deployment.cluster import ClusterTask
-from image_classifier import config, parts
-from nets import nets_factory
+from slim_deploy.deployment import communication, model_deploy, precision, training
+from slim_deploy.deployment.cluster import ClusterTask
+from slim_deploy.image_classifier import config, parts
+from slim_deploy.nets import nets_factory
 import harness  # benchmarks/harness.py: the scripts that import this module run from there.
 
 NUM_CLASSES = 10  # Of the synthetic data.

@@ -5,7 +5,7 @@ reference from the docstrings (autodoc).
 """
 from sphinx.ext import napoleon
 
-from image_classifier import quiet
+from slim_deploy.image_classifier import quiet
 
 # autodoc imports the modules, and with them TensorFlow: its start-up noise stays out of the
 # build's output, as it does for the entry scripts.

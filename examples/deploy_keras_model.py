@@ -12,11 +12,11 @@ import argparse
 
 import numpy as np
 
-import deployment  # noqa: F401  (first: makes tf.keras tf-keras, which TF1 graphs need)
+import slim_deploy.deployment  # noqa: F401  (first: makes tf.keras tf-keras, which TF1 graphs need)
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
-from deployment import model_deploy
+from slim_deploy.deployment import model_deploy
 from deploy_two_clones import synthetic_dataset  # examples/deploy_two_clones.py
 
 keras = tf2.keras

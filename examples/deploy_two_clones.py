@@ -10,11 +10,11 @@ import argparse
 
 import numpy as np
 
-import deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
+import slim_deploy.deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment import model_deploy
+from slim_deploy.deployment import model_deploy
 
 
 def synthetic_dataset(num_examples=2048, features=16, classes=4, seed=0):

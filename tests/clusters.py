@@ -7,9 +7,9 @@ import sys
 
 import tensorflow.compat.v1 as tf
 
-from deployment import launch
+from slim_deploy.deployment import launch
 from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
-from nets import nets_factory
+from slim_deploy.nets import nets_factory
 
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.
 
@@ -17,8 +17,8 @@ LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exite
 def launch_cluster(*options, args, timeout=LAUNCH_TIMEOUT_SECS):
     """Runs the launcher with `options` on train_image_classifier.py with `args`; returns
     (exit code, stdout + stderr)."""
-    result = run([sys.executable, '-m', 'deployment.launch', *options, '--', *TRAIN, *args],
-                 cwd=REPO, timeout=timeout)
+    result = run([sys.executable, '-m', 'slim_deploy.deployment.launch', *options, '--', *TRAIN,
+                  *args], cwd=REPO, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
 
 

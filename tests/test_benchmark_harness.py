@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from deployment import emulated_hosts
+from slim_deploy.deployment import emulated_hosts
 from helpers import REPO
 
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))  # As the scripts import it.

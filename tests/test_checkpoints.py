@@ -4,8 +4,8 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment import checkpoints
-from deployment.errors import UsageError
+from slim_deploy.deployment import checkpoints
+from slim_deploy.deployment.errors import UsageError
 
 
 def small_net(num_classes):

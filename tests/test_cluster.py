@@ -10,10 +10,10 @@ import time
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment import cluster
-from deployment.cluster import ClusterTask
-from deployment.errors import UsageError
-from deployment.launch import LOCALHOST, free_ports
+from slim_deploy.deployment import cluster
+from slim_deploy.deployment.cluster import ClusterTask
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.deployment.launch import LOCALHOST, free_ports
 from helpers import REPO
 
 CHIEF = ['chief0:2222']
@@ -322,7 +322,7 @@ def test_start_server_on_a_port_in_use_is_a_usage_error():
 SERVE = r'''
 import sys
 from absl import logging
-from deployment import cluster
+from slim_deploy.deployment import cluster
 logging.set_verbosity(logging.INFO)  # As the command-line tools do.
 cluster.serve(cluster.from_flags(sys.argv[1], sys.argv[2], 'ps', 0))
 print('returned', flush=True)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from clusters import Cluster, assert_restores, launch_cluster, steps_run, task_lines
-from deployment import launch
+from slim_deploy.deployment import launch
 from helpers import ENV, TRAIN, checkpoint_step, run, run_script, tf_config, train_args
 
 pytestmark = pytest.mark.cluster

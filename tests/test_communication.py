@@ -1,5 +1,5 @@
-"""What a training step moves over the network (deployment.communication): the bytes of each
-link read from graphs built by deploy() (ps tasks, collective, replicated) against their
+"""What a training step moves over the network (slim_deploy.deployment.communication): the bytes of
+each link read from graphs built by deploy() (ps tasks, collective, replicated) against their
 variables and all-reduce packs and against what TensorFlow sends, the step-time bound, the
 ps-count advice, and the plan that placement_plan and the trainer print with --link_gbps."""
 import collections
@@ -11,15 +11,15 @@ import tensorflow.compat.v1 as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 import tf_slim as slim
 
-from deployment import all_reduce, communication
-from deployment.errors import UsageError
-from deployment.launch import LOCALHOST, free_ports
-from deployment.model_deploy import (ALL_REDUCE_PACK_BYTES, DeploymentConfig, deploy,
+from slim_deploy.deployment import all_reduce, communication
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.deployment.launch import LOCALHOST, free_ports
+from slim_deploy.deployment.model_deploy import (ALL_REDUCE_PACK_BYTES, DeploymentConfig, deploy,
                                      placement_plan)
 from helpers import run_script
-from image_classifier import parts, train
-from image_classifier.config import TrainConfig
-from nets import nets_factory
+from slim_deploy.image_classifier import parts, train
+from slim_deploy.image_classifier.config import TrainConfig
+from slim_deploy.nets import nets_factory
 
 # LeNet's variables on 28 x 28 x 1 images, 10 classes, in bytes (float32): its kernels
 # (conv 5x5x1x32, conv 5x5x32x64, fc 3136x1024, fc 1024x10) and biases.

@@ -1,4 +1,4 @@
-"""Guards the tf-slim repairs in `deployment.compat`, through tf-slim's public API.
+"""Guards the tf-slim repairs in `slim_deploy.deployment.compat`, through tf-slim's public API.
 
 Each test exercises a tf-slim code path that fails on TensorFlow 2.21 without one
 of the repairs. Graphs are built in a private `tf.Graph`, so eager mode stays on.
@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from deployment import compat  # Importing `deployment` repairs tf_slim, imported below.
+from slim_deploy.deployment import compat  # Importing `deployment` repairs tf_slim, imported below.
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 from tf_slim.losses import metric_learning
@@ -192,7 +192,7 @@ def test_warns_once_on_a_tensorflow_newer_than_tested():
 
 IMPORT_ORDER = r'''
 import sys
-import deployment, deployment.launch
+import slim_deploy.deployment, slim_deploy.deployment.launch
 print('tensorflow' in sys.modules)
 import tf_slim
 from tensorflow.python.framework import ops
@@ -202,8 +202,8 @@ print(hasattr(ops, 'Tensor'))
 
 @pytest.mark.slow
 def test_importing_the_package_imports_no_tensorflow_and_tf_slim_comes_repaired():
-    """The launcher (deployment.launch) starts without TensorFlow; tf_slim, imported after
-    `import deployment`, finds the repairs in place."""
+    """The launcher (slim_deploy.deployment.launch) starts without TensorFlow; tf_slim, imported
+    after `import slim_deploy.deployment`, finds the repairs in place."""
     result = subprocess.run([sys.executable, '-c', IMPORT_ORDER], capture_output=True,
                             text=True, timeout=120, cwd=REPO, env={**os.environ,
                                                                    'PYTHONPATH': REPO})

@@ -3,10 +3,10 @@ flags defined from the configs, and evaluation/export defaults from a run's reco
 from absl import flags
 import pytest
 
-from deployment.errors import UsageError
+from slim_deploy.deployment.errors import UsageError
 from helpers import tf_config
-from image_classifier import config, runs, slim_flags
-from image_classifier.config import EvalConfig, ExportConfig, TrainConfig
+from slim_deploy.image_classifier import config, runs, slim_flags
+from slim_deploy.image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 
 TWO_WORKERS = {'worker': ['127.0.0.1:2222', '127.0.0.1:2223'], 'ps': ['127.0.0.1:2224']}
 

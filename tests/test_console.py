@@ -1,5 +1,6 @@
-"""What an entry point prints: image_classifier.quiet and image_classifier.cli, through real
-subprocesses of small programs (real TensorFlow, real absl), run without TF_CPP_MIN_LOG_LEVEL."""
+"""What an entry point prints: slim_deploy.image_classifier.quiet and
+slim_deploy.image_classifier.cli, through real subprocesses of small programs (real TensorFlow, real
+absl), run without TF_CPP_MIN_LOG_LEVEL."""
 import os
 import re
 import subprocess
@@ -9,7 +10,7 @@ import textwrap
 import pytest
 
 from helpers import REPO
-from image_classifier import quiet
+from slim_deploy.image_classifier import quiet
 
 CPP_INFO_LINE = re.compile(r'^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] ', re.MULTILINE)
 ABSL_PREINIT = 'All log messages before absl::InitializeLog() is called'
@@ -17,15 +18,15 @@ ABSL_PREINIT = 'All log messages before absl::InitializeLog() is called'
 # An entry script in miniature: main does TensorFlow work that makes TensorFlow talk, unless
 # --then asks it to fail first.
 SCRIPT = '''
-from image_classifier import quiet
+from slim_deploy.image_classifier import quiet
 quiet.start()  # Before TensorFlow is imported.
 
 from absl import flags, logging
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment.errors import UsageError
-from image_classifier import cli
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.image_classifier import cli
 
 flags.DEFINE_integer('num_clones', 1, 'Number of clones.')
 flags.DEFINE_enum('then', 'work', ['work', 'usage_error', 'crash'], 'What main does.')
@@ -132,7 +133,7 @@ def test_a_failing_tensorflow_import_shows_all_it_wrote(tmp_path):
 
 
         sys.meta_path.insert(0, BrokenImport())
-        from image_classifier import quiet
+        from slim_deploy.image_classifier import quiet
         quiet.start()
         ''')
     assert result.returncode == 1
@@ -174,7 +175,7 @@ def test_help_lists_the_module_flags_when_another_file_runs_it(tmp_path):
     (tmp_path / 'script.py').write_text(textwrap.dedent(SCRIPT))
     result = run_python(tmp_path, '''
         import script
-        from image_classifier import cli
+        from slim_deploy.image_classifier import cli
         cli.run(script.main, 'script')
         ''', '--help')
     assert '--num_clones: Number of clones.' in result.stdout
@@ -184,7 +185,7 @@ def test_help_lists_the_module_flags_when_another_file_runs_it(tmp_path):
 def test_importing_quiet_imports_no_tensorflow_absl_or_numpy(tmp_path):
     result = run_python(tmp_path, '''
         import sys
-        from image_classifier import quiet
+        from slim_deploy.image_classifier import quiet
         print(sorted({'tensorflow', 'absl', 'numpy'} & set(sys.modules)))
         ''')
     assert result.stdout == '[]\n', result.stderr

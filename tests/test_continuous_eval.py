@@ -12,10 +12,10 @@ import time
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment.errors import UsageError
+from slim_deploy.deployment.errors import UsageError
 from helpers import run_script
-from image_classifier import evaluate, runs, train
-from image_classifier.config import EvalConfig, TrainConfig
+from slim_deploy.image_classifier import evaluate, runs, train
+from slim_deploy.image_classifier.config import EvalConfig, TrainConfig
 
 INTERVAL = 0.1  # Seconds between the loop's looks in these tests.
 

@@ -1,4 +1,5 @@
-"""datasets.conversion: PNG encoding, sharded resumable writes, progress, input checks."""
+"""slim_deploy.datasets.conversion: PNG encoding, sharded resumable writes, progress, input
+checks."""
 import io
 import logging
 import os
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from datasets import conversion
-from deployment.errors import UsageError
+from slim_deploy.datasets import conversion
+from slim_deploy.deployment.errors import UsageError
 
 
 @pytest.mark.parametrize('shape', [(5, 7), (5, 7, 1), (4, 6, 3)])

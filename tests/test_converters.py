@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
-from datasets import cifar10, conversion, dataset_factory, flowers, mnist
-from deployment.errors import UsageError
+from slim_deploy.datasets import cifar10, conversion, dataset_factory, flowers, mnist
+from slim_deploy.deployment.errors import UsageError
 from helpers import error_message, run_script
 CIFAR_NAMES = [b'airplane', b'automobile', b'bird', b'cat', b'deer', b'dog', b'frog',
                b'horse', b'ship', b'truck']

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from datasets import conversion, dataset_factory, dataset_utils, imagenet, visualwakewords
-from deployment.errors import UsageError
+from slim_deploy.datasets import (conversion, dataset_factory, dataset_utils, imagenet,
+                                  visualwakewords)
+from slim_deploy.deployment.errors import UsageError
 from helpers import error_message, run_script
 
 SYNSETS = ['n00000003', 'n00000001', 'n00000002']  # Labels 1, 2, 3: file order, not sorted.

@@ -3,7 +3,7 @@ factory's description and slim's decoder; unfinished converter files are never r
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from datasets import dataset_factory, dataset_utils
+from slim_deploy.datasets import dataset_factory, dataset_utils
 
 
 def imagenet_record(boxes, label=3):

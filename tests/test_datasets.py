@@ -1,4 +1,5 @@
-"""datasets/: record helpers, the embedded digits conversion, get_dataset and its errors.
+"""slim_deploy/datasets/: record helpers, the embedded digits conversion, get_dataset and its
+errors.
 
 Everything runs on real TFRecord files in tmp_path; no network.
 """
@@ -12,9 +13,9 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 from sklearn.datasets import load_digits
 
-from datasets import dataset_factory, dataset_utils, digits
-from datasets.dataset_utils import DatasetSplit
-from deployment.errors import UsageError
+from slim_deploy.datasets import dataset_factory, dataset_utils, digits
+from slim_deploy.datasets.dataset_utils import DatasetSplit
+from slim_deploy.deployment.errors import UsageError
 from helpers import error_message
 
 DIGITS_FILES = [
@@ -308,10 +309,11 @@ def test_every_dataset_has_its_converter_or_is_embedded(name):
     entry = dataset_factory.DATASETS[name]
     assert dataset_factory.get_info(name) is entry
     if entry.convert is None:
-        assert callable(entry.prepare) and entry.prepare.__module__ == f'datasets.{name}'
+        assert callable(entry.prepare)
+        assert entry.prepare.__module__ == f'slim_deploy.datasets.{name}'
         return
     assert entry.prepare is None
-    assert callable(entry.convert) and entry.convert.__module__ == f'datasets.{name}'
+    assert callable(entry.convert) and entry.convert.__module__ == f'slim_deploy.datasets.{name}'
     parameters = list(inspect.signature(entry.convert).parameters)
     assert parameters[:2] == ['dataset_dir', 'source']
 

@@ -2,7 +2,7 @@
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment.model_deploy import PS_STRATEGIES, DeploymentConfig, placement_plan
+from slim_deploy.deployment.model_deploy import PS_STRATEGIES, DeploymentConfig, placement_plan
 
 W0 = '/job:worker/task:0'
 W1 = '/job:worker/task:1'

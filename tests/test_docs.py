@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from image_classifier import flag_reference
+from slim_deploy.image_classifier import flag_reference
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / 'docs'

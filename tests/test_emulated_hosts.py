@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from deployment import emulated_hosts, watchdog
-from deployment.emulated_hosts import EmulatedHosts, EmulatedHostsError
+from slim_deploy.deployment import emulated_hosts, watchdog
+from slim_deploy.deployment.emulated_hosts import EmulatedHosts, EmulatedHostsError
 from helpers import REPO
 
 # Serves PORT on every address of its host: accepts connections and reads them to the end.
@@ -29,7 +29,7 @@ while True:
 # Prints the names among argv[2:] (name=host:port) that answer within argv[1] seconds.
 ANSWERING = '''
 import sys
-from deployment.watchdog import answering
+from slim_deploy.deployment.watchdog import answering
 addresses = dict(arg.split('=') for arg in sys.argv[2:])
 print(' '.join(sorted(answering(addresses, float(sys.argv[1])))))
 '''
@@ -127,7 +127,7 @@ def test_everything_is_removed_when_the_block_fails_with_processes_running():
 
 OWNER = '''
 import sys, time
-from deployment.emulated_hosts import EmulatedHosts
+from slim_deploy.deployment.emulated_hosts import EmulatedHosts
 hosts = EmulatedHosts(['a', 'b'])
 print(hosts.prefix, flush=True)
 time.sleep(60)
@@ -150,7 +150,7 @@ def test_a_killed_owner_leaves_nothing_or_a_stale_instance_removed_later(signum)
 
 
 def test_command_line_lists_partitions_and_heals_another_process_hosts():
-    cli = [sys.executable, '-m', 'deployment.emulated_hosts']
+    cli = [sys.executable, '-m', 'slim_deploy.deployment.emulated_hosts']
     with EmulatedHosts(['a', 'b']) as hosts:
         serve(hosts, 'a')
         listed = subprocess.run([*cli, 'list'], cwd=REPO, capture_output=True, text=True)
@@ -163,8 +163,8 @@ def test_command_line_lists_partitions_and_heals_another_process_hosts():
         unknown = subprocess.run([*cli, 'heal', hosts.prefix, 'c'], cwd=REPO,
                                  capture_output=True, text=True)
         assert unknown.returncode == 2
-        assert unknown.stderr == ("python -m deployment.emulated_hosts: error: no emulated "
-                                  "host 'c'; hosts: a, b\n")
+        assert unknown.stderr == ('python -m slim_deploy.deployment.emulated_hosts: error: no '
+                                  "emulated host 'c'; hosts: a, b\n")
 
 
 def test_what_is_missing_is_named(monkeypatch):
@@ -193,7 +193,7 @@ def test_bad_hosts_are_refused_before_anything_is_made(names, kwargs, message):
 
 WATCHED = '''
 import sys, time
-from deployment.watchdog import Watchdog
+from slim_deploy.deployment.watchdog import Watchdog
 with Watchdog('worker:0', float(sys.argv[1]), needs={'ps:0': 'a.cluster:5000'}):
     print('watching', flush=True)
     time.sleep(60)
@@ -202,7 +202,7 @@ with Watchdog('worker:0', float(sys.argv[1]), needs={'ps:0': 'a.cluster:5000'}):
 
 WAITING = '''
 import time
-from deployment.watchdog import Watchdog
+from slim_deploy.deployment.watchdog import Watchdog
 with Watchdog('worker:1', 2, needs={}, while_waiting={'worker:0': 'a.cluster:5000'}) as dog:
     print('watching', flush=True)
     time.sleep(6)

@@ -10,7 +10,7 @@ from helpers import run_script
 
 pytestmark = pytest.mark.slow
 
-# Our log lines: a level letter and the time (image_classifier.quiet.configure_logging).
+# Our log lines: a level letter and the time (slim_deploy.image_classifier.quiet.configure_logging).
 OUR_LINE = re.compile(r'^[IWE] \d\d:\d\d:\d\d ')
 
 

@@ -7,8 +7,8 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment import equivalence
-from deployment.errors import UsageError
+from slim_deploy.deployment import equivalence
+from slim_deploy.deployment.errors import UsageError
 from helpers import labelled_images, run_script
 
 CLASSES = 5

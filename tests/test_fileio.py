@@ -1,9 +1,9 @@
-"""deployment.fileio: atomic writes of files and directories, write checks."""
+"""slim_deploy.deployment.fileio: atomic writes of files and directories, write checks."""
 import os
 
 import pytest
 
-from deployment import fileio
+from slim_deploy.deployment import fileio
 
 
 def test_atomic_path_renames_a_filled_directory_and_cleans_up_a_failed_one(tmp_path):

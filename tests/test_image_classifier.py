@@ -11,12 +11,12 @@ import pytest
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
-from deployment import checkpoints, training
-from deployment.errors import UsageError
+from slim_deploy.deployment import checkpoints, training
+from slim_deploy.deployment.errors import UsageError
 from helpers import checkpoint_step
-from image_classifier import evaluate, export, runs, train
-from image_classifier.config import EvalConfig, ExportConfig, TrainConfig
-from nets import nets_factory
+from slim_deploy.image_classifier import evaluate, export, runs, train
+from slim_deploy.image_classifier.config import EvalConfig, ExportConfig, TrainConfig
+from slim_deploy.nets import nets_factory
 
 
 def train_config(train_dir, digits_dir, **flags):

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from helpers import ENV, REPO, checkpoint_step
-from deployment import emulated_hosts, launch
-from deployment.errors import UsageError
-from image_classifier import config, slim_flags
+from slim_deploy.deployment import emulated_hosts, launch
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.image_classifier import config, slim_flags
 
 PROG = os.path.basename(sys.argv[0])
 NAME = 'lenet-run'
@@ -230,7 +230,7 @@ def test_every_pod_resolves_its_own_task_from_job_completion_index(shape):
 
 def test_printing_a_manifest_imports_no_tensorflow():
     program = ('import sys\n'
-               'from deployment import launch\n'
+               'from slim_deploy.deployment import launch\n'
                "code = launch.main(['--jobset=j', '--image=i', '--num_ps_tasks=1', "
                "'--worker_replicas=1', '--', 'train_image_classifier'])\n"
                "print(code, 'tensorflow' in sys.modules, file=sys.stderr)\n")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from deployment import launch
+from slim_deploy.deployment import launch
 
 # A task: binds its own port from TF_CONFIG (so it must be free and unique; an evaluator,
 # which the cluster does not list, binds none), prints and marks '<type><index>.ready' in
@@ -262,7 +262,8 @@ def test_tasks_ignoring_sigterm_get_sigkill_after_the_grace_period(capsys, tmp_p
 
 @pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_launcher_reaches_every_task(tmp_path, signum):
-    # The launcher as a script: `python -m deployment.launch` would import TensorFlow too.
+    # The launcher as a script: `python -m slim_deploy.deployment.launch` would import TensorFlow
+    # too.
     launcher = subprocess.Popen(
         [sys.executable, launch.__file__, '--num_ps_tasks=1', '--worker_replicas=2', '--',
          *task_command(tmp_path, {'worker': 'forever'})],

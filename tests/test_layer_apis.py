@@ -1,5 +1,5 @@
-"""deploy() trains one model whatever layer API model_fn uses (deployment.sharing): slim,
-tf.get_variable, tf.compat.v1.layers, tf-keras layers made in model_fn, a tf-keras model
+"""deploy() trains one model whatever layer API model_fn uses (slim_deploy.deployment.sharing):
+slim, tf.get_variable, tf.compat.v1.layers, tf-keras layers made in model_fn, a tf-keras model
 (Sequential, functional, subclassed) built once and called in it, and tf.Variable, in every
 variable update: one set of variables under one clone's names, equivalence with one clone on
 the global batch, Keras batch-norm updates, checkpoints across modes; and the refusals."""
@@ -15,15 +15,15 @@ import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment import equivalence
-from deployment.errors import UsageError
-from deployment.model_deploy import DeploymentConfig, deploy
+from slim_deploy.deployment import equivalence
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
 from helpers import cpu_session, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 CLASSES = 3
 MOMENTUM = 0.5  # Of every batch norm's moving statistics.
-keras = tf2.keras  # tf-keras: `import deployment` (conftest) makes tf.keras resolve to it.
+keras = tf2.keras  # tf-keras: importing slim_deploy.deployment (conftest) made tf.keras it.
 
 
 def _loss(logits, labels):
@@ -358,7 +358,7 @@ def test_a_clone_that_cannot_share_is_refused_naming_the_variable(make, message,
 
 @pytest.mark.slow
 def test_tf_layers_and_tf_keras_resolve_to_tf_keras_after_import_deployment():
-    script = ('import deployment\n'
+    script = ('import slim_deploy.deployment\n'
               'import tensorflow as tf\n'
               'print(tf.keras.layers.Dense.__module__)\n'
               'with tf.Graph().as_default():\n'
@@ -370,10 +370,10 @@ def test_tf_layers_and_tf_keras_resolve_to_tf_keras_after_import_deployment():
 
 @pytest.mark.slow
 def test_tf_layers_under_keras_3_are_refused_in_one_line_saying_what_to_change():
-    script = ('import deployment\n'
+    script = ('import slim_deploy.deployment\n'
               'import tensorflow as tf\n'
-              'from deployment.model_deploy import DeploymentConfig, deploy\n'
-              'from deployment.errors import UsageError\n'
+              'from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy\n'
+              'from slim_deploy.deployment.errors import UsageError\n'
               'with tf.Graph().as_default():\n'
               '    try:\n'
               '        deploy(DeploymentConfig(num_clones=2, clone_on_cpu=True),\n'
@@ -384,8 +384,9 @@ def test_tf_layers_under_keras_3_are_refused_in_one_line_saying_what_to_change()
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         'clone 0 of model_fn used a TF1 layer API that Keras 3 lacks (`dense` is not available '
-        "with Keras 3.): deploy() builds TF1 graphs, which need tf-keras; import deployment "
-        'before tensorflow, or set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported\n')
+        "with Keras 3.): deploy() builds TF1 graphs, which need tf-keras; import "
+        'slim_deploy.deployment before tensorflow, or set TF_USE_LEGACY_KERAS=1 before '
+        'TensorFlow is imported\n')
 
 
 def test_keras_3_layers_share_one_set_of_variables():

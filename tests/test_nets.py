@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment.errors import UsageError
+from slim_deploy.deployment.errors import UsageError
 from helpers import parameters, variable_shapes
-from nets import nets_factory
+from slim_deploy.nets import nets_factory
 
 NUM_CLASSES = 7
 NETS_WITH_AUX_LOGITS = {'inception_v3', 'inception_v4', 'inception_resnet_v2'}

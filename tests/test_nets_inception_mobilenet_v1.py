@@ -12,7 +12,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import parameters, variable_shapes
-from nets import inception_resnet_v2, inception_v4, mobilenet_v1, nets_factory
+from slim_deploy.nets import inception_resnet_v2, inception_v4, mobilenet_v1, nets_factory
 
 CHECKPOINT_CLASSES = 1001  # TF-Slim's ImageNet checkpoints: class 0 is background.
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')

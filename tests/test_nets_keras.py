@@ -1,5 +1,5 @@
-"""The tf-keras applications in the zoo (nets/keras_applications): each builds from scratch
-behind the factory's contract, trains a step, has its published size, and trains on the
+"""The tf-keras applications in the zoo (slim_deploy/nets/keras_applications): each builds from
+scratch behind the factory's contract, trains a step, has its published size, and trains on the
 embedded digits in every variable update, then evaluates and exports like slim's nets."""
 import os
 
@@ -8,11 +8,11 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from clusters import launch_cluster
-from deployment.model_deploy import DeploymentConfig, deploy
+from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
 from helpers import parameters
-from image_classifier import evaluate, export, runs, train
-from image_classifier.config import TrainConfig
-from nets import keras_applications, nets_factory
+from slim_deploy.image_classifier import evaluate, export, runs, train
+from slim_deploy.image_classifier.config import TrainConfig
+from slim_deploy.nets import keras_applications, nets_factory
 
 APPLICATIONS = sorted(keras_applications.APPLICATIONS)
 CLASSES = 5

@@ -13,8 +13,8 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from helpers import parameters, variable_shapes
-from nets import nets_factory
-from nets.mobilenet import framework, mobilenet_v2, mobilenet_v3
+from slim_deploy.nets import nets_factory
+from slim_deploy.nets.mobilenet import framework, mobilenet_v2, mobilenet_v3
 
 NUM_CLASSES = 1001  # TF-Slim's ImageNet checkpoints have a background class.
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')

@@ -15,7 +15,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from helpers import parameters, variable_shapes
-from nets.nasnet import cells, nasnet, pnasnet
+from slim_deploy.nets.nasnet import cells, nasnet, pnasnet
 
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')
 

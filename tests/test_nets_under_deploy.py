@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment import model_deploy, training
+from slim_deploy.deployment import model_deploy, training
 from helpers import cpu_session
-from nets import nets_factory
+from slim_deploy.nets import nets_factory
 
 
 @pytest.mark.parametrize('name, image_size', [

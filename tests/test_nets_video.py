@@ -1,5 +1,5 @@
-"""I3D and S3D-G (nets/i3d.py, nets/s3dg.py): TF-Slim's variable names and shapes,
-parameter counts, end points, features without logits, clone reuse, a small forward
+"""I3D and S3D-G (slim_deploy/nets/i3d.py, slim_deploy/nets/s3dg.py): TF-Slim's variable names and
+shapes, parameter counts, end points, features without logits, clone reuse, a small forward
 pass; and the video preprocessing.
 
 Graphs are built in a private tf.Graph, so eager mode stays on; the full-size nets build
@@ -11,8 +11,8 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from helpers import parameters, variable_shapes
-from nets import i3d, i3d_utils, s3dg
-from preprocessing import video_preprocessing
+from slim_deploy.nets import i3d, i3d_utils, s3dg
+from slim_deploy.preprocessing import video_preprocessing
 
 KINETICS_CLASSES = 400
 NETS = {'i3d': (i3d.i3d, i3d.i3d_arg_scope), 's3dg': (s3dg.s3dg, s3dg.s3dg_arg_scope)}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from deployment import emulated_hosts
+from slim_deploy.deployment import emulated_hosts
 from helpers import ENV, REPO
 
 SCRIPT = os.path.join(REPO, 'benchmarks', 'network.py')

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment import optimization
-from deployment.errors import UsageError
-from deployment.optimization import OptimizerParams
+from slim_deploy.deployment import optimization
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.deployment.optimization import OptimizerParams
 
 
 def _rates(decay_type, steps, **kwargs):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from datasets import dataset_utils, pipeline
+from slim_deploy.datasets import dataset_utils, pipeline
 
 
 def write_split(directory, num_examples, num_shards):

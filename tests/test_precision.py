@@ -1,5 +1,5 @@
-"""Mixed precision (deployment.precision): bfloat16 and float16 train float32 variables into
-float32 checkpoints, on float32's track; bfloat16 keeps gradient sums, all-reduces and
+"""Mixed precision (slim_deploy.deployment.precision): bfloat16 and float16 train float32 variables
+into float32 checkpoints, on float32's track; bfloat16 keeps gradient sums, all-reduces and
 updates float32; float16's dynamic loss scaling skips an update with a non-finite gradient;
 the flags, their checks and the slowness warnings; XLA."""
 import collections
@@ -12,11 +12,11 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment import precision, training
-from deployment.errors import UsageError
-from deployment.model_deploy import DeploymentConfig, deploy
+from slim_deploy.deployment import precision, training
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
 from helpers import cpu_session
-from image_classifier import config, evaluate, runs, train
+from slim_deploy.image_classifier import config, evaluate, runs, train
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 CLASSES = 5

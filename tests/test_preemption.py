@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from deployment import launch
+from slim_deploy.deployment import launch
 from helpers import (ENV, REPO, TRAIN, checkpoint_step, run, start_logged, tf_config,
                      train_args, wait_for)
-from image_classifier import config, train
+from slim_deploy.image_classifier import config, train
 
 STEP_LINE = re.compile(r'step (\d+): loss')
 EVERY_STEP = 1  # --log_every_n_steps: a progress line per step.
@@ -191,8 +191,8 @@ def test_sigterm_to_the_chief_stops_collective_workers_together(digits_dir, tmp_
 def test_sigterm_to_a_sync_replicas_job_releases_every_worker(digits_dir, tmp_path):
     train_dir = tmp_path / 'train'
     launcher = subprocess.Popen(
-        [sys.executable, '-m', 'deployment.launch', '--num_ps_tasks=1', '--worker_replicas=2',
-         '--sync_replicas', '--', *TRAIN,
+        [sys.executable, '-m', 'slim_deploy.deployment.launch', '--num_ps_tasks=1',
+         '--worker_replicas=2', '--sync_replicas', '--', *TRAIN,
          *train_args(train_dir, digits_dir, 2000, '--replicas_to_aggregate=2',
                      log_every_n_steps=EVERY_STEP)],
         cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

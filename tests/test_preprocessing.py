@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment.errors import UsageError
-from nets.nets_factory import NETWORKS
-from preprocessing import preprocessing_factory
-from preprocessing.preprocessing_factory import PREPROCESSING
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.nets.nets_factory import NETWORKS
+from slim_deploy.preprocessing import preprocessing_factory
+from slim_deploy.preprocessing.preprocessing_factory import PREPROCESSING
 
 # Not square and not the input's size, so swapped or skipped resizes show.
 HEIGHT, WIDTH = 40, 48

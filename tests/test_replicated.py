@@ -5,9 +5,9 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from deployment import all_reduce
-from deployment.errors import UsageError
-from deployment.model_deploy import DeploymentConfig, deploy, placement_plan
+from slim_deploy.deployment import all_reduce
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy, placement_plan
 from helpers import cpu_session, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']

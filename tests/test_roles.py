@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from deployment.launch import LOCALHOST, free_ports
+from slim_deploy.deployment.launch import LOCALHOST, free_ports
 from helpers import REPO, wait_for
-from image_classifier import roles, train
-from image_classifier.config import TrainConfig
+from slim_deploy.image_classifier import roles, train
+from slim_deploy.image_classifier.config import TrainConfig
 
 # A cluster no test contacts: the evaluator and ps tasks below need no other task.
 JOBS = {'worker': ['127.0.0.1:1'], 'ps': ['127.0.0.1:2']}

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from clusters import Cluster, steps_run
-from deployment import emulated_hosts, launch
+from slim_deploy.deployment import emulated_hosts, launch
 from helpers import checkpoint_step, train_args
 
 pytestmark = pytest.mark.cluster

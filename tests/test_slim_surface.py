@@ -6,8 +6,8 @@ import inspect
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment import model_deploy
-from deployment.model_deploy import DeploymentConfig, create_clones, optimize_clones
+from slim_deploy.deployment import model_deploy
+from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones, optimize_clones
 
 SLIM_ALL = {'create_clones', 'deploy', 'optimize_clones', 'DeployedModel', 'DeploymentConfig',
             'Clone'}

@@ -8,7 +8,7 @@ import tensorflow.compat.v1 as tf
 from tensorflow.python.layers import normalization as tf_layers
 import tf_slim as slim
 
-from deployment.model_deploy import (DeploymentConfig, create_clones, optimize_clones,
+from slim_deploy.deployment.model_deploy import (DeploymentConfig, create_clones, optimize_clones,
                                      placement_plan)
 from helpers import assert_values_close, cpu_session
 
@@ -23,7 +23,7 @@ def _slim(images, **params):
 
 def _tf_layers(images):
     """tf.layers.batch_normalization (tf-keras's legacy layer; tf.layers is gone with Keras
-    3, and deployment.compat points TensorFlow's module at tf-keras)."""
+    3, and slim_deploy.deployment.compat points TensorFlow's module at tf-keras)."""
     return tf_layers.batch_normalization(images, momentum=DECAY, training=True, name='bn')
 
 

@@ -9,7 +9,7 @@ import pytest
 from tensorboard import context
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
 
-from image_classifier import config, evaluate, runs, train
+from slim_deploy.image_classifier import config, evaluate, runs, train
 
 
 def tensorboard_scalars(logdir):

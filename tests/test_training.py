@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from deployment import training
+from slim_deploy.deployment import training
 
 
 def build_counter_loss(nan_after):

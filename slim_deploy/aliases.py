@@ -1,0 +1,79 @@
+"""slim's import paths for slim_deploy: `from datasets import dataset_factory` imports
+slim_deploy.datasets.dataset_factory, and so on for every name in NAMES.
+
+slim-deploy installs one top-level package, slim_deploy, so that it writes into no folder
+that another project owns (Hugging Face's `datasets`, say). The short names of TF-Slim's
+code are aliases, served by a finder at the front of sys.meta_path (install(); the wheel's
+slim_deploy.pth runs it at interpreter start, and importing slim_deploy does too):
+
+- a name below one of slim_deploy's modules (`datasets.digits`, once `datasets` is
+  slim_deploy.datasets) is slim_deploy's;
+- any other name that starts with one of NAMES is slim_deploy's only when no other finder
+  provides it: with Hugging Face's datasets installed, `import datasets` gives theirs, and
+  `from datasets import dataset_factory` ours, which theirs lacks.
+
+Either name gives the same module object: sys.modules holds it under both, and its
+__name__ and __spec__ are slim_deploy's.
+"""
+import importlib
+import sys
+
+PACKAGE = 'slim_deploy'
+# The top-level names slim-deploy's packages and entry-script modules had before they moved
+# into PACKAGE (TF-Slim's, but image_classifier and check_equivalence).
+NAMES = frozenset([
+    'datasets', 'deployment', 'image_classifier', 'nets', 'preprocessing',
+    'check_equivalence', 'download_and_convert_data', 'eval_image_classifier',
+    'export_inference_graph', 'train_image_classifier'])
+
+
+def install():
+    """Puts the finder of the aliases at the front of sys.meta_path, unless it is there."""
+    if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+
+
+class _Finder:
+    """The meta path finder of the aliases, as the module's docstring says (not derived from
+    importlib.abc, whose import takes 5 ms: slim_deploy.pth imports this module at every
+    interpreter's start)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition('.')[0] not in NAMES:
+            return None
+        import importlib.util  # Here, not at every interpreter's start: it takes 2 ms.
+        parent_name, _, child = name.rpartition('.')
+        parent = sys.modules.get(parent_name)
+        if parent is not None and parent.__name__.startswith(PACKAGE + '.'):
+            real_name = f'{parent.__name__}.{child}'
+        elif any(finder.find_spec(name, path, target) for finder in sys.meta_path
+                 if finder is not self and hasattr(finder, 'find_spec')):
+            return None  # Another project's: the import system goes on to its finder.
+        else:
+            real_name = f'{PACKAGE}.{name}'
+        try:
+            real = importlib.util.find_spec(real_name)
+        except ModuleNotFoundError:  # A parent of real_name is missing.
+            return None
+        if real is None:
+            return None
+        return importlib.util.spec_from_loader(
+            name, _Alias(real), origin=real.origin,
+            is_package=real.submodule_search_locations is not None)
+
+
+class _Alias:
+    """The loader of an alias: the module of spec `real`, imported under its own name."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def create_module(self, spec):
+        return importlib.import_module(self.real.name)
+
+    def exec_module(self, module):
+        module.__spec__ = self.real  # The import system set the alias's spec.
+
+    def get_code(self, name):
+        """The code of the module: `python -m ALIAS` (runpy) runs it."""
+        return self.real.loader.get_code(self.real.name)

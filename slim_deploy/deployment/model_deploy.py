@@ -1,0 +1,926 @@
+"""Deploys a model function as N data-parallel clones, with TF-Slim's API and semantics.
+
+    config = DeploymentConfig(num_clones=2, clone_on_cpu=True)
+    with tf.Graph().as_default():
+        with tf.device(config.inputs_device()):
+            images, labels = ...                # one batch per clone
+        model = deploy(config, model_fn, args=[images, labels],
+                       optimizer=tf.train.GradientDescentOptimizer(0.1))
+        # sess.run(model.train_op) trains one step and returns the total loss.
+
+`model_fn(*args, **kwargs)` builds one clone: it is called once per clone, under the
+clone's name scope and device, with variables shared after the first call, and adds its
+losses to `tf.GraphKeys.LOSSES` (tf.losses and slim.losses do). Each clone's loss is
+divided by the number of clones and the clones' gradients are summed, so the update is
+the gradient of the mean loss. Regularization losses count once; batch-norm update ops
+come from the first clone. Variables live on `variables_device()`: the worker's CPU, or
+the parameter-server tasks, round-robin or by bytes (`ps_strategy`), where each trainable
+variable is read once per step onto the worker's CPU for all the clones; or, with
+`variable_update` 'replicated' or 'collective', as a copy on each clone's device, the
+gradients all-reduced between the clones of one worker or of all (see replicas).
+
+Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
+our additions (clone_devices, ps_strategy, variable_update, precision, xla,
+placement_plan). Where this differs from the original: it runs on TensorFlow 2.16+; every
+variable (resource or not, made by slim, tf.get_variable or tf.Variable) goes on the
+variables device; worker devices carry the
+replica's task, so `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where
+slim's is '/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
+caching_device() is the worker's CPU, where create_clones reads the variables (slim's is a
+function caching on each reading op's device, which its create_clones does not use); clones
+may run on any list of devices; summaries made inside model_fn sit on the CPU; bad settings
+raise ValueError up front.
+"""
+import collections
+import contextlib
+import dataclasses
+import itertools
+from typing import Callable
+
+import tensorflow.compat.v1 as tf
+
+from slim_deploy.deployment import (accumulation, all_reduce, communication, replicas, sharing,
+                        sync_batch_norm, watchdog)
+from slim_deploy.deployment import precision as precision_lib
+from slim_deploy.deployment.registry import Registry
+
+__all__ = [
+    'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones', 'optimize_clones',
+    'deploy', 'placement_plan', 'PS_STRATEGIES', 'PsStrategy', 'VARIABLE_UPDATES',
+]
+
+Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
+Clone.__doc__ = """One clone of the model.
+
+outputs: whatever model_fn returned. scope: its name scope with a trailing slash
+('clone_1/'), or '' when there is one clone. device: the device string it ran under.
+"""
+
+DeployedModel = collections.namedtuple(
+    'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
+DeployedModel.__doc__ = """What deploy() built.
+
+train_op: runs one training step and returns the total loss (None without an optimizer).
+summary_op: all summaries merged (None if there are none). total_loss: mean clone loss
+plus regularization (None if model_fn added no loss). clones: the list of Clone.
+"""
+
+# Op types that create variables, resource or not: the ops placed on variables_device().
+_VARIABLE_OP_TYPES = frozenset({'Variable', 'VariableV2', 'VarHandleOp', 'AutoReloadVariable'})
+# Op types that produce summaries: placed on the worker's CPU, next to the summary writer.
+_SUMMARY_OP_TYPES = frozenset({
+    'ScalarSummary', 'HistogramSummary', 'ImageSummary', 'AudioSummary', 'AudioSummaryV2',
+    'TensorSummary', 'TensorSummaryV2', 'MergeSummary',
+})
+
+
+def _op_type(op):
+    """The type of an Operation, or of the NodeDef that device functions may also get."""
+    return op.op if isinstance(op, tf.NodeDef) else op.type
+
+
+# Job of the virtual devices holding create_clones' variables until it spreads them by
+# bytes. Job names in a cluster start with a letter, so this one names no real job.
+_PENDING_JOB = '_model_deploy_pending'
+
+
+def _variable_bytes(op):
+    """Size in bytes of a variable op's value: elements x dtype size, from its `shape` and
+    `dtype` attrs. Unknown dimensions and strings count as 0 bytes."""
+    elements = tf.TensorShape(op.get_attr('shape')).num_elements() or 0
+    return elements * tf.as_dtype(op.get_attr('dtype')).size
+
+
+def _device_loads(graph, devices):
+    """(number of variable ops, their bytes) on each of `devices` in `graph`, in order."""
+    loads = {device: (0, 0) for device in devices}
+    for op in graph.get_operations():
+        if op.type in _VARIABLE_OP_TYPES and op.device in loads:
+            count, size = loads[op.device]
+            loads[op.device] = (count + 1, size + _variable_bytes(op))
+    return [loads[device] for device in devices]
+
+
+def _least_loaded(loads):
+    """Index of the smallest of `loads`; the lowest index among equals."""
+    return loads.index(min(loads))
+
+
+def _new_variables_device(choose):
+    """Device function: a variable op with no device gets `choose(op)`; others stay put."""
+    def place(op):
+        if op.device or _op_type(op) not in _VARIABLE_OP_TYPES:
+            return op.device
+        return choose(op)
+    return place
+
+
+def _round_robin(devices):
+    """Device function: new variable ops go to `devices` in turn, in creation order."""
+    cycle = itertools.cycle(devices)
+    return _new_variables_device(lambda op: next(cycle))
+
+
+def _least_loaded_bytes(devices):
+    """Device function: a new variable op goes to the device of `devices` holding the
+    fewest bytes of variables in the op's graph (the lowest index among equals)."""
+    def choose(op):
+        graph = tf.get_default_graph() if isinstance(op, tf.NodeDef) else op.graph
+        return devices[_least_loaded([size for _, size in _device_loads(graph, devices)])]
+    return _new_variables_device(choose)
+
+
+@dataclasses.dataclass(frozen=True)
+class PsStrategy:
+    """A way of spreading variables over the PS tasks.
+
+    variables_device: (devices) -> device function putting each new variable op on one of
+      `devices` (the PS tasks' CPUs): what DeploymentConfig.variables_device() returns.
+    deferred: create_clones holds its variables on virtual devices and places them all at
+      once, when model_fn has made them and their sizes are known.
+    plan: placement_plan's words before the list of PS devices.
+    """
+    variables_device: Callable
+    deferred: bool
+    plan: str
+
+
+PS_STRATEGIES = Registry('ps_strategy', {
+    'bytes': PsStrategy(_least_loaded_bytes, True, 'largest first onto the least-loaded of '),
+    'round_robin': PsStrategy(_round_robin, False, 'round-robin over '),
+})
+
+
+# How the clones share variables: variable_update -> what placement_plan says of it.
+VARIABLE_UPDATES = Registry('variable_update', {
+    'parameter_server': "one copy of the variables, on the worker's CPU or the ps tasks; "
+                        "the clones' gradients are summed there (slim's)",
+    'replicated': "a copy of the trainable variables on each clone's device; the clones' "
+                  'gradients are all-reduced and every copy applies the same update',
+    'collective': 'replicated across every clone of every worker (no ps tasks); '
+                  'gradients are all-reduced over all of them each step',
+})
+ALL_REDUCE_PACK_BYTES = 32 << 20  # Default pack size of the gradient all-reduces (32 MiB).
+# The start-up broadcast waits at least this long, as the other workers may start slower.
+START_TIMEOUT_SECS = 600.0
+
+
+def _pending_variables():
+    """Device function: the k-th new variable op goes to task k of _PENDING_JOB."""
+    counter = itertools.count()
+    return _new_variables_device(
+        lambda op: f'/job:{_PENDING_JOB}/task:{next(counter)}/device:CPU:0')
+
+
+def _place_pending_variables(graph, config):
+    """Moves the variables on _PENDING_JOB to the PS tasks, largest first (the earliest
+    created among equals) onto the task holding the fewest bytes, counting the variables
+    already there. Every other op on a variable's virtual task follows it: initializers,
+    reads, variables colocated with it (e.g. moving averages), anything copying its device.
+    Function bodies (of tf.cond, tf.while_loop, tf.function) are frozen when built: one
+    built on a virtual device raises ValueError.
+    """
+    loads = [size for _, size in _device_loads(graph, config._variable_devices())]
+    pending = [(op, tf.DeviceSpec.from_string(op.device)) for op in graph.get_operations()]
+    pending = [(op, spec) for op, spec in pending if spec.job == _PENDING_JOB]
+    sizes = collections.Counter()  # Virtual task -> bytes of the variable ops on it.
+    for op, spec in pending:
+        if op.type in _VARIABLE_OP_TYPES:
+            sizes[spec.task] += _variable_bytes(op)
+    ps_task = {}  # Virtual task -> PS task.
+    for virtual_task in sorted(sizes, key=lambda task: (-sizes[task], task)):
+        ps_task[virtual_task] = _least_loaded(loads)
+        loads[ps_task[virtual_task]] += sizes[virtual_task]
+    for op, spec in pending:
+        op._set_device(spec.replace(job=config.ps_job_name, task=ps_task[spec.task]))
+    frozen = sorted({function.signature.name
+                     for function in graph.as_graph_def().library.function
+                     for node in function.node_def if f'/job:{_PENDING_JOB}/' in node.device})
+    if frozen:
+        raise ValueError(
+            f"ps_strategy='bytes' cannot place the variables of model_fn: functions {frozen} "
+            "were built on a variable's device (e.g. a tf.cond under colocate_with(variable), "
+            "or tf.train.ExponentialMovingAverage) before its PS task was chosen; build them "
+            "outside model_fn or use ps_strategy='round_robin'")
+
+
+class DeploymentConfig:
+    """Where a deployment puts its variables, inputs, optimizer and clones.
+
+    Args:
+      num_clones: model clones per replica (>= 1), usually one per GPU.
+      clone_on_cpu: put every clone on the worker's CPU:0 instead of GPU:i.
+      replica_id: this worker's task index, in [0, num_replicas).
+      num_replicas: worker tasks in the cluster; > 1 needs num_ps_tasks > 0, or
+        variable_update='collective'.
+      num_ps_tasks: parameter-server tasks holding the variables; 0 keeps them local.
+      worker_job_name, ps_job_name: job names in the cluster spec (non-empty).
+      clone_devices: None for the default devices, or one device string per clone
+        (e.g. ['/device:CPU:0', '/device:CPU:1']); with PS tasks the worker job and
+        task are prefixed.
+      ps_strategy: how variables are spread over the PS tasks (no effect without them), a
+        name in PS_STRATEGIES: 'round_robin', slim's: each to the next task, in creation
+        order; or 'bytes': create_clones places its variables largest first onto the task
+        holding the fewest bytes, and variables_device() each new variable onto that task.
+      variable_update: how the clones share variables, a name in VARIABLE_UPDATES:
+        'parameter_server' (slim's): one copy, on variables_device(), gradients summed on
+        the worker's CPU; 'replicated': each clone's device holds a copy of the trainable
+        variables, gradients are all-reduced between the clones (no ps tasks, one
+        replica); 'collective': the same across every clone of num_replicas > 1 workers
+        (no ps tasks; each worker needs the same num_clones). Both need the clones on
+        distinct devices.
+      all_reduce_pack_bytes: gradients are concatenated, in order, into packs of at most
+        this many bytes, each all-reduced as one; a larger one goes alone; 0: one
+        all-reduce per gradient.
+      task_timeout_secs: how long an all-reduce waits for the other workers before
+        failing (0: forever); the start-up broadcast waits at least START_TIMEOUT_SECS.
+        Give it to cluster.watchdog too, which ends a task whose ps tasks, chief or
+        fellow workers stop answering (as train_image_classifier.py does).
+      is_chief: whether this worker is the chief, whose variables 'collective' mode
+        broadcasts at start-up; None: replica_id == 0 (False for worker 0 of a cluster
+        whose chief has a job of its own, as TF_CONFIG's 'chief').
+      sync_batch_norm: every batch norm built by model_fn normalizes training batches
+        with the mean and variance of the global batch, over all clones (and, with
+        'collective', all workers), and its gradient flows through them (see
+        slim_deploy.deployment.sync_batch_norm); the clones must sit on distinct devices.
+      precision: the math of the training step, a name in precision.PRECISIONS: 'float32',
+        'bfloat16' or 'float16' (mixed precision: variables, losses, batch-norm statistics,
+        gradient sums and all-reduces stay float32). The sessions must turn on its graph
+        rewrite (training.session_config(precision=...)); with 'float16' deploy() also
+        scales the loss dynamically (precision.DynamicLossScale).
+      xla: compile each clone's forward and backward pass with XLA (its ops that XLA
+        can compile, under tf.xla.experimental.jit_scope).
+
+    Its properties and methods are slim's, with slim's values, except that worker devices
+    carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
+    (slim's: '/job:<worker_job_name>').
+    """
+
+    def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0, num_replicas=1,
+                 num_ps_tasks=0, worker_job_name='worker', ps_job_name='ps',
+                 clone_devices=None, ps_strategy='round_robin',
+                 variable_update='parameter_server',
+                 all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
+                 task_timeout_secs=watchdog.TIMEOUT_SECS, is_chief=None,
+                 sync_batch_norm=False, precision='float32', xla=False):
+        _check_int('num_clones', num_clones, minimum=1)
+        _check_int('num_replicas', num_replicas, minimum=1)
+        _check_int('replica_id', replica_id, minimum=0)
+        _check_int('num_ps_tasks', num_ps_tasks, minimum=0)
+        if replica_id >= num_replicas:
+            raise ValueError(f'replica_id must be less than num_replicas={num_replicas}, '
+                             f'got {replica_id!r}')
+        _check_int('all_reduce_pack_bytes', all_reduce_pack_bytes, minimum=0)
+        if (isinstance(task_timeout_secs, bool) or
+                not isinstance(task_timeout_secs, (int, float)) or
+                not task_timeout_secs >= 0):
+            raise ValueError(f'task_timeout_secs must be a number >= 0, got '
+                             f'{task_timeout_secs!r}')
+        if variable_update not in VARIABLE_UPDATES:
+            raise ValueError(f'variable_update must be one of {VARIABLE_UPDATES.names}, '
+                             f'got {variable_update!r}')
+        problem = variable_update_problem(variable_update, num_replicas, num_ps_tasks,
+                                          lambda name, value: f'{name}={value!r}')
+        if problem:
+            raise ValueError(problem)
+        if num_replicas > 1 or num_ps_tasks > 0:
+            for name, value in (('worker_job_name', worker_job_name),
+                                ('ps_job_name', ps_job_name)):
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f'{name} must be a non-empty string when replicas or '
+                                     f'PS tasks are used, got {value!r}')
+        if clone_devices is not None:
+            clone_devices = tuple(clone_devices)
+            if len(clone_devices) != num_clones:
+                raise ValueError(f'clone_devices must list one device per clone '
+                                 f'(num_clones={num_clones}), got {list(clone_devices)!r}')
+        if not isinstance(sync_batch_norm, bool):
+            raise ValueError(f'sync_batch_norm must be True or False, got {sync_batch_norm!r}')
+        setting = all_reducing_setting(variable_update, sync_batch_norm,
+                                       lambda name, value: f'{name}={value!r}')
+        if setting and num_clones > 1:
+            devices = clone_devices or ((('/device:CPU:0',) * num_clones) if clone_on_cpu
+                                        else ())
+            if len(set(devices)) < len(devices):
+                raise ValueError(f'{setting} all-reduces between the clones, which must sit '
+                                 f'on distinct devices; got {list(devices)} (clone_on_cpu '
+                                 'puts them all on CPU:0)')
+        if ps_strategy not in PS_STRATEGIES:
+            raise ValueError(f'ps_strategy must be one of {PS_STRATEGIES.names}, '
+                             f'got {ps_strategy!r}')
+        if precision not in precision_lib.PRECISIONS:
+            raise ValueError(f'precision must be one of {precision_lib.PRECISIONS.names}, '
+                             f'got {precision!r}')
+        if not isinstance(xla, bool):
+            raise ValueError(f'xla must be True or False, got {xla!r}')
+        self._num_clones = num_clones
+        self._clone_on_cpu = clone_on_cpu
+        self._replica_id = replica_id
+        self._num_replicas = num_replicas
+        self._num_ps_tasks = num_ps_tasks
+        self._worker_job_name = worker_job_name
+        self._ps_job_name = ps_job_name
+        self._clone_devices = clone_devices
+        self._ps_strategy = ps_strategy
+        self._variable_update = variable_update
+        self._all_reduce_pack_bytes = all_reduce_pack_bytes
+        self._task_timeout_secs = float(task_timeout_secs)
+        self._is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
+        self._sync_batch_norm = sync_batch_norm
+        self._precision = precision
+        self._xla = xla
+
+    num_clones = property(lambda self: self._num_clones)
+    clone_on_cpu = property(lambda self: self._clone_on_cpu)
+    replica_id = property(lambda self: self._replica_id)
+    num_replicas = property(lambda self: self._num_replicas)
+    num_ps_tasks = property(lambda self: self._num_ps_tasks)
+    worker_job_name = property(lambda self: self._worker_job_name)
+    ps_job_name = property(lambda self: self._ps_job_name)
+    clone_devices = property(lambda self: self._clone_devices)
+    ps_strategy = property(lambda self: self._ps_strategy)
+    variable_update = property(lambda self: self._variable_update)
+    all_reduce_pack_bytes = property(lambda self: self._all_reduce_pack_bytes)
+    task_timeout_secs = property(lambda self: self._task_timeout_secs)
+    is_chief = property(lambda self: self._is_chief)
+    sync_batch_norm = property(lambda self: self._sync_batch_norm)
+    precision = property(lambda self: self._precision)
+    xla = property(lambda self: self._xla)
+
+    @property
+    def replicated(self):
+        """Whether each clone holds a copy of the variables ('replicated', 'collective')."""
+        return self._variable_update != 'parameter_server'
+
+    @property
+    def ps_device(self):
+        """'/job:<ps_job_name>' with PS tasks, else '' (slim's): the job of the PS devices."""
+        return f'/job:{self._ps_job_name}' if self._num_ps_tasks > 0 else ''
+
+    @property
+    def worker_device(self):
+        """'/job:<worker_job_name>/task:<replica_id>' with PS tasks or replicas, else '':
+        the prefix of every worker device this config gives (slim's has no task)."""
+        if self._num_ps_tasks == 0 and self._num_replicas == 1:
+            return ''
+        return f'/job:{self._worker_job_name}/task:{self._replica_id}'
+
+    def __repr__(self):
+        return (f'DeploymentConfig(num_clones={self._num_clones}, '
+                f'clone_on_cpu={self._clone_on_cpu}, replica_id={self._replica_id}, '
+                f'num_replicas={self._num_replicas}, num_ps_tasks={self._num_ps_tasks}, '
+                f'worker_job_name={self._worker_job_name!r}, '
+                f'ps_job_name={self._ps_job_name!r}, clone_devices={self._clone_devices!r}, '
+                f'ps_strategy={self._ps_strategy!r}, '
+                f'variable_update={self._variable_update!r}, '
+                f'all_reduce_pack_bytes={self._all_reduce_pack_bytes}, '
+                f'task_timeout_secs={self._task_timeout_secs}, '
+                f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm}, '
+                f'precision={self._precision!r}, xla={self._xla})')
+
+    def _check_clone_index(self, clone_index):
+        if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
+            raise ValueError(f'clone_index must be in [0, num_clones={self._num_clones}), '
+                             f'got {clone_index!r}')
+
+    def clone_device(self, clone_index):
+        """Device string of clone `clone_index`: GPU:i, CPU:0, or clone_devices[i]."""
+        self._check_clone_index(clone_index)
+        if self._clone_devices is not None:
+            return self.worker_device + self._clone_devices[clone_index]
+        if self._clone_on_cpu:
+            return self.worker_device + '/device:CPU:0'
+        return self.worker_device + f'/device:GPU:{clone_index}'
+
+    def clone_scope(self, clone_index):
+        """Name scope of clone `clone_index`: 'clone_i', or '' when there is one clone."""
+        self._check_clone_index(clone_index)
+        return '' if self._num_clones == 1 else f'clone_{clone_index}'
+
+    def optimizer_device(self):
+        """Device of the gradient sums, the update ops and the summaries: worker CPU."""
+        return self.worker_device + '/device:CPU:0'
+
+    def inputs_device(self):
+        """Device of the input pipeline: the worker's CPU."""
+        return self.worker_device + '/device:CPU:0'
+
+    def _variable_devices(self):
+        """The devices holding variables, in task order: the PS tasks' CPUs, the clones'
+        devices when replicated, or the local '/device:CPU:0'."""
+        if self.replicated:
+            return [self.clone_device(i) for i in range(self._num_clones)]
+        if self._num_ps_tasks == 0:
+            return [self.worker_device + '/device:CPU:0']
+        return [f'{self.ps_device}/task:{t}/device:CPU:0' for t in range(self._num_ps_tasks)]
+
+    def variables_device(self):
+        """'/device:CPU:0', or with PS tasks a device function for `tf.compat.v1.device`.
+
+        When replicated, the worker's CPU holds the variables made outside the clones
+        (the global step); each clone's device holds its copy of the model's. The function
+        places each new variable op on a PS task's CPU and leaves every other
+        op where it was: with 'round_robin' on the next task in creation order, with
+        'bytes' on the task whose variables in the op's graph have the fewest bytes.
+        """
+        if self._num_ps_tasks == 0:
+            return self.worker_device + '/device:CPU:0'
+        return PS_STRATEGIES[self._ps_strategy].variables_device(self._variable_devices())
+
+    def caching_device(self):
+        """None, or with PS tasks the worker's CPU (a device string, also for
+        `tf.variable_scope(..., caching_device=...)`): where create_clones reads each
+        trainable variable once per step for every clone and regularizer, so that a variable
+        crosses the network once per worker and step. Slim's caches on each reading op's
+        device: one network read per clone device."""
+        if self._num_ps_tasks == 0:
+            return None
+        return self.worker_device + '/device:CPU:0'
+
+
+def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
+    """What is wrong with `variable_update` for `num_replicas` workers and `num_ps_tasks` ps
+    tasks, as a message; None if nothing. show(name, value): a setting as the caller names
+    it, for name in 'variable_update', 'num_replicas' and 'num_ps_tasks'."""
+    mode = show('variable_update', variable_update)
+    if variable_update == 'parameter_server' and num_replicas > 1 and not num_ps_tasks:
+        return (f'{show("num_replicas", num_replicas)} needs ps tasks to hold the shared '
+                f'variables ({show("num_ps_tasks", num_ps_tasks)}), or '
+                f'{show("variable_update", "collective")}')
+    if variable_update != 'parameter_server' and num_ps_tasks:
+        return (f'{mode} keeps the variables on the clones: it takes no ps tasks, got '
+                f'{show("num_ps_tasks", num_ps_tasks)}')
+    if variable_update == 'replicated' and num_replicas > 1:
+        return (f'{mode} runs on one worker, got {show("num_replicas", num_replicas)}: use '
+                f'{show("variable_update", "collective")} for several')
+    if variable_update == 'collective' and num_replicas == 1:
+        return (f'{mode} needs several workers, got {show("num_replicas", num_replicas)}: '
+                f'use {show("variable_update", "replicated")} for one')
+    return None
+
+
+def all_reducing_setting(variable_update, sync_batch_norm, show):
+    """The setting that makes the clones all-reduce between them, and so sit on distinct
+    devices, as show(name, value) shows it: variable_update when replicated, else
+    sync_batch_norm when True; None when neither does."""
+    if variable_update != 'parameter_server':
+        return show('variable_update', variable_update)
+    if sync_batch_norm:
+        return show('sync_batch_norm', True)
+    return None
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
+
+
+def _require_graph_mode(function_name):
+    if tf.executing_eagerly():
+        raise RuntimeError(
+            f'{function_name}() builds a TF1 graph, but eager execution is on: call '
+            'tf.compat.v1.disable_eager_execution() at start-up, or build inside '
+            '`with tf.Graph().as_default():`.')
+
+
+def placement_plan(config, graph=None, link_gbps=None, fetches=None):
+    """Returns, as printable lines, which device holds each part of a deployment.
+
+    graph: None, or a tf.Graph whose variable ops are then counted, with their bytes, on
+    each variable device (each PS task, each clone's device when replicated, or the local
+    CPU), and, when replicated, its all-reduces per step.
+
+    link_gbps: None, or the bandwidth of every host's network link in Gbit/s each way
+    (full duplex): the plan then ends with what a step of the graph's 'train_op' moves
+    through each worker's link and each ps task's, in and out, the least time that takes,
+    the bottleneck and, when a ps task is, how many ps tasks would not be (see
+    slim_deploy.deployment.communication). Needs the graph. fetches: what a step runs, when more
+    than the graph's 'train_op' (None: just that).
+    """
+    devices = config._variable_devices()
+    strategy = PS_STRATEGIES[config.ps_strategy].plan if config.num_ps_tasks else ''
+    rows = [('variables', strategy + ', '.join(devices))]
+    collective = config.variable_update == 'collective'
+    members = (f'{config.num_clones * config.num_replicas} members: {config.num_clones} '
+               f'clones on each of {config.num_replicas} workers' if collective
+               else f'{config.num_clones} members: the clones')
+    if config.replicated:
+        workers = (f"every clone of {config.num_replicas} workers, here" if collective
+                   else 'the clones')
+        rows = [('variables', f'{config.variable_update}: a copy of the trainable ones on '
+                              f'{workers} {", ".join(devices)}; checkpoints hold clone 0\'s'
+                              + (' of the chief' if collective else '')),
+                ('all-reduce', members + ('; the chief broadcasts the start values'
+                                          if collective else ''))]
+    if config.sync_batch_norm:
+        counted = ''
+        if graph is not None:
+            count = sum(op.device == devices[0] and sync_batch_norm.is_forward_reduce(op)
+                        for op in graph.get_operations())
+            counted = f' ({count} batch norm{"" if count == 1 else "s"})'
+        rows.append(('batch norm', 'synchronized: the moments of the global batch, '
+                                   f'all-reduced over {members}{counted}'))
+    rows += [('inputs', config.inputs_device()),
+             ('optimizer', config.optimizer_device())]
+    for i in range(config.num_clones):
+        scope = config.clone_scope(i)
+        scope_note = f'  (scope {scope}/)' if scope else ''
+        rows.append((f'clone {i}', config.clone_device(i) + scope_note))
+    if graph is not None:
+        for task, (device, (count, size)) in enumerate(
+                zip(devices, _device_loads(graph, devices))):
+            role = (f'ps task {task}' if config.num_ps_tasks else
+                    f'copy {task}' if config.replicated else 'local')
+            plural = '' if count == 1 else 's'
+            rows.append((role, f'{device}  {count} variable{plural}, '
+                               f'{communication.human_bytes(size)} ({size:,} bytes)'))
+        if config.replicated:
+            reduces = sum(op.type == 'CollectiveReduce' and op.device == devices[0]
+                          for op in graph.get_operations())
+            pack = communication.human_bytes(config.all_reduce_pack_bytes)
+            rows.append(('all-reduces', f'{reduces} per step on each member (gradients packed '
+                                        f'up to {pack})'))
+    if link_gbps is not None:
+        communication.check_link_gbps(link_gbps)
+        if graph is None:
+            raise ValueError('placement_plan needs the graph to estimate the network time of '
+                             'a step (link_gbps)')
+        rows += _network_rows(communication.step_traffic(graph, config, fetches), link_gbps)
+    width = max(len(role) for role, _ in rows)
+    return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
+
+
+def _network_rows(traffic, link_gbps):
+    """The placement plan's rows on the network: what StepTraffic `traffic` (None: the
+    graph has no training step) needs of links of `link_gbps` Gbit/s."""
+    human_bytes = communication.human_bytes
+    if traffic is None:
+        return [('network', "no estimate: the graph has no training step ('train_op')")]
+    uncounted = ([f'{traffic.unknown} tensors of unknown size'] if traffic.unknown else []) + (
+        [f'the ops inside {", ".join(traffic.functions)}'] if traffic.functions else [])
+    caveat = f'; not counted: {" and ".join(uncounted)}' if uncounted else ''
+    reduces = traffic.all_reduces
+    if not any(link.bytes for link in traffic.links):
+        local = ('the variables are on this machine' if reduces is None else
+                 f'the {reduces.members} clones all-reduce {human_bytes(reduces.bytes)} per '
+                 f"step among this machine's devices, each sending "
+                 f'{human_bytes(reduces.member_bytes)} to the next')
+        return [('network', f'nothing crosses it: {local}{caveat}')]
+
+    def seconds(size):
+        return communication.human_seconds(communication.transfer_seconds(size, link_gbps))
+
+    workers = f'{traffic.workers} worker{"" if traffic.workers == 1 else "s"}'
+    rows = [('network', f'per step of {workers}, on full-duplex links of {link_gbps:g} Gbit/s '
+                        f'({link_gbps * 125:g} MB/s) each way{caveat}')]
+    carried = ['each worker'] + [workers] * len(traffic.ps_tasks)
+    if reduces and reduces.network_bytes:
+        carried[0] += (f'; a ring all-reduce of {human_bytes(reduces.bytes)} in '
+                       f'{reduces.count} pack{"" if reduces.count == 1 else "s"} over '
+                       f'{reduces.members} members: 2 x {reduces.members - 1}/'
+                       f'{reduces.members} of it each way')
+    busiest = traffic.busiest
+    for index, (link, whose) in enumerate(zip(traffic.links, carried)):
+        rows.append(('worker' if index == 0 else f'ps {index - 1}',
+                     f'in {human_bytes(link.bytes_in)}, out {human_bytes(link.bytes_out)} '
+                     f'({whose}): {seconds(link.bytes)}'
+                     + ('  <- bottleneck' if link in busiest else '')))
+    names = ' and '.join(f"{'each worker' if link is traffic.worker else link.name}'s "
+                         f'{link.direction}' for link in busiest)
+    rows.append(('step', f'>= {seconds(busiest[0].bytes)}: the bytes of the busiest link '
+                         f'direction ({names}) over the bandwidth'))
+    advice = communication.ps_advice(traffic)
+    if advice is None or traffic.worker in busiest:
+        return rows
+    if advice.tasks is None:
+        rows.append(('advice', 'no number of ps tasks takes the bottleneck off the ps tasks: '
+                               f'{advice.variable} and the ops placed with it move '
+                               f'{human_bytes(advice.variable_bytes)} one way per step '
+                               f"({workers}), more than a worker's link "
+                               f'({human_bytes(advice.worker_bytes)}), and a variable is not '
+                               'split'))
+    else:
+        rows.append(('advice', f"{advice.tasks} ps tasks with ps_strategy 'bytes' would keep "
+                               "each ps task's link within a worker's "
+                               f'({human_bytes(advice.worker_bytes)} one way)'))
+    return rows
+
+
+def _clone_placement(config, variables):
+    """Device function placing variable ops with the device function `variables` and
+    summary ops on the worker's CPU; every other op is left to the clone's device scope."""
+    summaries_device = config.inputs_device()
+
+    def place(op):
+        if op.device:
+            return op.device
+        if _op_type(op) in _SUMMARY_OP_TYPES:
+            return summaries_device
+        return variables(op)
+
+    return place
+
+
+def create_clones(config, model_fn, args=None, kwargs=None):
+    """Calls `model_fn(*args, **kwargs)` once per clone and returns the list of Clone.
+
+    Clone i is built under name scope config.clone_scope(i) and device
+    config.clone_device(i); clones after the first reuse the first one's variables.
+    With PS tasks and ps_strategy 'bytes', the variables made here are placed once all
+    exist: largest first onto the PS task holding the fewest bytes (variables already on
+    the tasks count), with the ops colocated with them. With PS tasks, each trainable
+    variable model_fn makes is read once per step onto config.caching_device(), the
+    worker's CPU, for every clone and regularizer (see sharing.caching_reads), so it
+    crosses the network once per step whatever the number of clones. When replicated,
+    clone 0 makes the variables on its device and each other clone a copy of the trainable
+    ones on its own (see slim_deploy.deployment.replicas). With sync_batch_norm, the batch norms of
+    the clones normalize together (see slim_deploy.deployment.sync_batch_norm). With xla, each
+    clone's ops (and later their gradients) are marked for XLA compilation.
+    """
+    _require_graph_mode('create_clones')
+    args = args or []
+    kwargs = kwargs or {}
+    strategy = PS_STRATEGIES[config.ps_strategy]
+    deferred = config.num_ps_tasks > 0 and strategy.deferred
+    if config.replicated:
+        variables = lambda op: op.device  # noqa: E731 (each clone's own device)
+    elif deferred:
+        variables = _pending_variables()
+    else:
+        variables = strategy.variables_device(config._variable_devices())
+    place = _clone_placement(config, variables)
+    group = _clones_group(config)
+    copies = _replicas(config, group) if config.replicated else None
+    batch_norms = (sync_batch_norm.SyncBatchNorm(group)
+                   if config.sync_batch_norm and group.size > 1 else None)
+    variables = sharing.CloneVariables([config.clone_scope(i) for i in range(config.num_clones)])
+    clones = []
+    with sharing.caching_reads(config.caching_device()):
+        for i in range(config.num_clones):
+            with tf.name_scope(config.clone_scope(i)) as clone_scope:
+                clone_device = config.clone_device(i)
+                with tf.device(clone_device), tf.device(place):
+                    with variables.building(i) as ops, (
+                            batch_norms.building(i) if batch_norms
+                            else contextlib.nullcontext()), (
+                            tf.xla.experimental.jit_scope() if config.xla
+                            else contextlib.nullcontext()):
+                        outputs = model_fn(*args, **kwargs)
+            if copies and i:
+                copies.localize(i, ops)
+            clones.append(Clone(outputs, clone_scope, clone_device))
+    if deferred:
+        _place_pending_variables(tf.get_default_graph(), config)
+    if copies:
+        copies.register(clones)
+    return clones
+
+
+def _clones_group(config):
+    """The all-reduce group of the clones that train together: this worker's, and with
+    'collective' every worker's."""
+    workers = config.num_replicas if config.variable_update == 'collective' else 1
+    return all_reduce.Group(
+        size=config.num_clones * workers,
+        local_devices=tuple(config.clone_device(i) for i in range(config.num_clones)),
+        has_source=config.is_chief, timeout_secs=config.task_timeout_secs)
+
+
+def _replicas(config, group):
+    """The Replicas of a replicated config: its clones, all-reducing over `group`."""
+    return replicas.Replicas([config.clone_scope(i) for i in range(config.num_clones)],
+                             group.local_devices, group, config.all_reduce_pack_bytes,
+                             config.num_replicas)
+
+
+def _gather_clone_loss(clone, num_clones, regularization_losses):
+    """Sum of the clone's losses / num_clones + `regularization_losses`; None if none.
+
+    Adds scalar summaries for both parts outside the clone's device.
+    """
+    clone_loss = regularization_loss = None
+    with tf.device(clone.device):
+        parts = []
+        clone_losses = tf.get_collection(tf.GraphKeys.LOSSES, clone.scope)
+        if clone_losses:
+            clone_loss = tf.add_n(clone_losses, name='clone_loss')
+            if num_clones > 1:
+                clone_loss = tf.math.divide(clone_loss, float(num_clones),
+                                            name='scaled_clone_loss')
+            parts.append(clone_loss)
+        if regularization_losses:
+            regularization_loss = tf.add_n(regularization_losses, name='regularization_loss')
+            parts.append(regularization_loss)
+        sum_loss = tf.add_n(parts) if parts else None
+    if clone_loss is not None:  # Under the clone's name scope: tag 'clone_i/Losses/clone_loss'.
+        tf.summary.scalar('Losses/clone_loss', clone_loss)
+    if regularization_loss is not None:
+        tf.summary.scalar('Losses/regularization_loss', regularization_loss)
+    return sum_loss
+
+
+def _gather_clones_losses(clones, regularization_losses=None):
+    """Each clone's loss (None where it has none), regularization added to the first.
+
+    regularization_losses: None means the graph's REGULARIZATION_LOSSES collection.
+    """
+    if regularization_losses is None:
+        regularization_losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+    losses = []
+    for clone in clones:
+        with tf.name_scope(clone.scope):
+            losses.append(_gather_clone_loss(clone, len(clones), regularization_losses))
+        regularization_losses = None
+    return losses
+
+
+def _total_loss(losses):
+    """The sum of the clones' losses that are not None, named 'total_loss'; None if none."""
+    losses = [loss for loss in losses if loss is not None]
+    return tf.add_n(losses, name='total_loss') if losses else None
+
+
+def _sum_clones_gradients(clone_grads):
+    """Sums per variable the gradients of all clones; drops variables with no gradient.
+
+    Args:
+      clone_grads: one list of (gradient, variable) per clone, variables in the same order.
+    Returns:
+      A list of (summed gradient, variable).
+    """
+    sum_grads = []
+    for grads_and_vars in zip(*clone_grads):
+        var = grads_and_vars[0][1]
+        grads = [g for g, _ in grads_and_vars if g is not None]
+        if not grads:
+            continue
+        sum_grad = grads[0] if len(grads) == 1 else tf.add_n(
+            grads, name=var.op.name + '/sum_grads')
+        sum_grads.append((sum_grad, var))
+    return sum_grads
+
+
+def optimize_clones(clones, optimizer, regularization_losses=None, *,
+                    gradient_accumulation_steps=1, loss_scale=None, **kwargs):
+    """Computes the total loss and the gradients summed over clones.
+
+    Args:
+      clones: list of Clone from create_clones().
+      optimizer: a tf.compat.v1.train.Optimizer.
+      regularization_losses: added once, to the first clone; None means the graph's
+        REGULARIZATION_LOSSES collection.
+      gradient_accumulation_steps: K, the micro-batches (runs) per update: the gradients
+        are those of total_loss / K, to be summed over K runs before they are applied
+        (accumulation.apply_every; deploy() does it).
+      loss_scale: a precision.DynamicLossScale: each clone's gradients are taken of its
+        scaled loss and unscaled (None: none).
+      **kwargs: passed to optimizer.compute_gradients.
+    Returns:
+      (total_loss, [(gradient, variable)]); total_loss is a scalar named 'total_loss'.
+      When replicated, the gradients are the all-reduced sums, for clone 0's (canonical)
+      variables first, then for each other clone's copies; `var_list` names canonical
+      variables.
+    """
+    _require_graph_mode('optimize_clones')
+    _check_int('gradient_accumulation_steps', gradient_accumulation_steps, minimum=1)
+    losses = _gather_clones_losses(clones, regularization_losses)
+    copies = replicas.of(clones)
+    var_lists = (copies.var_lists(kwargs.pop('var_list', None)) if copies
+                 else [kwargs.pop('var_list', None)] * len(clones))
+    clones_grads = []
+    for clone, loss, var_list in zip(clones, losses, var_lists):
+        if loss is None:
+            clones_grads.append(None)
+            continue
+        with tf.name_scope(clone.scope), tf.device(clone.device):
+            if gradient_accumulation_steps > 1:
+                loss = tf.math.divide(loss, float(gradient_accumulation_steps),
+                                      name='micro_batch_loss')
+            grads = optimizer.compute_gradients(loss_scale.scaled(loss) if loss_scale else loss,
+                                                var_list=var_list, **kwargs)
+            clones_grads.append(loss_scale.unscaled(grads) if loss_scale else grads)
+    if all(grads is None for grads in clones_grads):
+        raise ValueError('model_fn added no loss to tf.GraphKeys.LOSSES and there are no '
+                         'regularization losses: nothing to optimize')
+    if copies:
+        return _total_loss(losses), copies.all_reduce(var_lists[0], clones_grads,
+                                                      [c.device for c in clones])
+    return _total_loss(losses), _sum_clones_gradients([g for g in clones_grads if g])
+
+
+def _add_gradients_summaries(grads_and_vars):
+    """Histogram summaries of each gradient and of its norm; returns them."""
+    summaries = []
+    for grad, var in grads_and_vars:
+        values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+        summaries.append(tf.summary.histogram(var.op.name + '/gradient', values))
+        summaries.append(tf.summary.scalar(var.op.name + '/gradient_norm',
+                                           tf.global_norm([values])))
+    return summaries
+
+
+def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
+           summarize_gradients=False, var_list=None, gradient_accumulation_steps=1):
+    """Builds the clones and, with an optimizer, the training step; returns DeployedModel.
+
+    train_op runs the summed-gradient update (creating the global step on the variables
+    device) and the first clone's UPDATE_OPS, and returns total_loss. Without an optimizer
+    only the losses are gathered, for evaluation. summary_op merges the summaries that
+    existed before the call with the first clone's and the loss summaries.
+
+    var_list: the variables to train: None for all trainable ones, a list, or a function
+    returning the list, called once the clones have created the variables.
+
+    gradient_accumulation_steps: K, the micro-batches per update. With K > 1 each run of
+    train_op takes one micro-batch (model_fn's inputs give the next) and returns its loss;
+    every K-th run applies the mean gradient of the last K (see
+    slim_deploy.deployment.accumulation), so the global step counts updates. The first clone's
+    UPDATE_OPS (batch-norm moving averages) run every run, as they would over K steps. With a
+    tf.train.SyncReplicasOptimizer, which aggregates gradients itself, ask it for K times
+    more instead.
+
+    With config.precision 'float16' the gradients are those of the loss scaled by a
+    precision.DynamicLossScale (its variables are in the graph's precision.LOSS_SCALE
+    collection): an update with an Inf or NaN gradient is skipped, leaving the variables
+    and the global step as they were.
+
+    When replicated, var_list, summarize_gradients and the batch-norm updates concern clone
+    0's variables (the canonical ones; its update ops update the moving statistics all
+    clones share) and its all-reduced gradients. With several workers ('collective'), the
+    graph's LOCAL_INIT_OP, which tf.train.MonitoredSession runs after initializing or
+    restoring the variables, then broadcasts the chief's global variables (those existing
+    when deploy returns) to every worker and sets every copy from them.
+    """
+    _require_graph_mode('deploy')
+    _check_int('gradient_accumulation_steps', gradient_accumulation_steps, minimum=1)
+    if gradient_accumulation_steps > 1 and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+        raise ValueError('gradient_accumulation_steps with a SyncReplicasOptimizer: it '
+                         'aggregates gradients itself; give it replicas_to_aggregate x '
+                         f'{gradient_accumulation_steps} instead')
+    loss_scaling = precision_lib.PRECISIONS[config.precision].loss_scaling
+    if loss_scaling and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+        raise ValueError(f'precision={config.precision!r} with a SyncReplicasOptimizer: '
+                         'the chief applies the aggregated gradients, which dynamic loss '
+                         'scaling cannot skip; use bfloat16 or asynchronous workers')
+    summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
+    clones = create_clones(config, model_fn, args, kwargs)
+    copies = replicas.of(clones)
+    first_clone = clones[0]
+    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
+
+    train_op = total_loss = loss_scale = None
+    with tf.device(config.optimizer_device()):
+        if optimizer:
+            with tf.device(config.variables_device()):
+                global_step = tf.train.get_or_create_global_step()
+            if callable(var_list):
+                var_list = var_list()
+            loss_scale = precision_lib.DynamicLossScale() if loss_scaling else None
+            total_loss, clones_gradients = optimize_clones(
+                clones, optimizer, var_list=var_list,
+                gradient_accumulation_steps=gradient_accumulation_steps,
+                loss_scale=loss_scale)
+            if summarize_gradients:
+                summaries.update(_add_gradients_summaries(
+                    [(g, v) for g, v in clones_gradients if not copies or copies.is_canonical(v)]))
+
+            def update(grads_and_vars):
+                return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+
+            def apply(grads_and_vars):  # Loss scaling skips it if a gradient is not finite.
+                return (loss_scale.apply_if_finite(grads_and_vars, update) if loss_scale
+                        else update(grads_and_vars))
+
+            # Around apply_every's tf.cond: optimizers make their slots outside the branch
+            # (under tf.init_scope), where this variable scope applies.
+            with copies.copying_slots() if copies else contextlib.nullcontext():
+                grad_updates = (apply(clones_gradients) if gradient_accumulation_steps == 1
+                                else accumulation.apply_every(gradient_accumulation_steps,
+                                                              clones_gradients, apply))
+            with tf.control_dependencies([grad_updates, *update_ops]):
+                train_op = tf.identity(total_loss, name='train_op')
+        else:
+            total_loss = _total_loss(_gather_clones_losses(clones))
+
+        summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
+        if total_loss is not None:
+            summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
+        if loss_scale:
+            summaries.add(tf.summary.scalar('loss_scale', loss_scale.scale))
+        summary_op = tf.summary.merge(sorted(summaries, key=lambda t: t.name),
+                                      name='summary_op') if summaries else None
+    if copies and config.num_replicas > 1:
+        _set_local_init_op(copies.sync_op(all_reduce.Group(
+            size=config.num_replicas, local_devices=(config.clone_device(0),),
+            has_source=config.is_chief,
+            timeout_secs=config.task_timeout_secs and max(
+                config.task_timeout_secs, START_TIMEOUT_SECS))))
+    return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _set_local_init_op(op):
+    """Makes `op` the graph's LOCAL_INIT_OP; ValueError if it has one already."""
+    if tf.get_collection(tf.GraphKeys.LOCAL_INIT_OP):
+        raise ValueError("variable_update='collective' sets the graph's LOCAL_INIT_OP to "
+                         'the start-up broadcast, but it holds an op already')
+    tf.add_to_collection(tf.GraphKeys.LOCAL_INIT_OP, op)

@@ -1,0 +1,50 @@
+"""Entry-script plumbing: absl's app.run with quiet logging, and a user's mistakes (a bad flag
+or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2 (a lost task
+of the cluster, a ClusterError, in one line and exit code 75; training stopped by a signal,
+an Interrupted, in one line 'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
+import os
+import sys
+
+from absl import app, flags
+
+from slim_deploy.deployment.errors import ClusterError, Interrupted, UsageError
+from slim_deploy.image_classifier import quiet
+
+
+def run(main, module_name):
+    """absl's app.run(main), with --help listing the flags of module `module_name` also when
+    it runs as an installed console command (absl lists those of the module named argv[0]),
+    and logging set up by quiet.configure_logging from the parsed --verbosity before main.
+    Other exceptions than flag errors, UsageError, ClusterError and Interrupted keep their
+    traceback (exit code 1)."""
+    for flag in flags.FLAGS.get_key_flags_for_module(module_name):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+    def logged_main(argv):
+        quiet.configure_logging(flags.FLAGS.verbosity)
+        try:
+            return main(argv)
+        except UsageError as e:
+            _fail(e)
+        except ClusterError as e:
+            _fail(e, exit_code=e.exit_code)
+        except Interrupted as e:
+            _fail(e, exit_code=e.exit_code, label='')
+
+    app.run(logged_main, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, ending a bad command line with _fail."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        _fail(e)
+
+
+def _fail(error, exit_code=2, label='error: '):
+    """Prints 'PROGRAM: error: MESSAGE' (`error`'s message on one line, after `label`) and
+    exits."""
+    message = ' '.join(str(error).split()) or type(error).__name__
+    print(f'{os.path.basename(sys.argv[0])}: {label}{message}', file=sys.stderr)
+    sys.exit(exit_code)

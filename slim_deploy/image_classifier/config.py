@@ -1,0 +1,605 @@
+"""Typed run configs: every setting of a training, an evaluation or an export, validated
+once, here.
+
+    config = TrainConfig(train_dir='/tmp/lenet', data=DataConfig(batch_size=16))
+    slim_deploy.image_classifier.train.train(config)
+
+Each run config groups its settings into frozen dataclasses (data, model, devices,
+optimization, cluster, schedule, fine-tuning) whose field names are slim's flags, with
+slim's meanings and defaults; the entry scripts define their flags from these fields
+(`slim_flags.define`). A bad value raises UsageError naming the flag, in the constructor, so a
+config that exists is valid (what needs the file system, e.g. whether a directory can be
+written, is checked when the run starts). `from_flags({flag: value})` builds a run config
+from the flags a user gave (the others keep their defaults); `as_flags()` gives every
+setting back as {flag: value}, as train() records it in the run's run_config.json.
+"""
+import dataclasses
+import math
+import types
+import typing
+
+from slim_deploy.datasets import dataset_factory
+from slim_deploy.deployment import (checkpoints, cluster, model_deploy, optimization, training,
+                                    watchdog)
+from slim_deploy.deployment.precision import PRECISIONS
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.nets import nets_factory
+from slim_deploy.preprocessing import preprocessing_factory
+
+
+def setting(default, help_text, aliases=()):
+    """A config field that is also a flag of the same name, with that help text; `aliases`:
+    other names of the flag (its former names)."""
+    return dataclasses.field(default=default, metadata={'help': help_text, 'aliases': aliases})
+
+
+def _group(group_class, **overrides):
+    """A field holding a group of settings: group_class(**overrides) by default."""
+    return dataclasses.field(default_factory=lambda: group_class(**overrides),
+                             metadata={'overrides': overrides})
+
+
+def _check_int(flag, value, minimum, none_ok=False):
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(f'--{flag} must be an integer >= {minimum}, got {value!r}')
+
+
+def _check_number(flag, value, below=None, positive=False, none_ok=False):
+    """Checks that value is a finite number >= 0 (> 0 if positive), < below unless that is
+    None."""
+    if value is None and none_ok:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or
+            not math.isfinite(value) or value < 0 or (positive and value <= 0) or
+            (below is not None and value >= below)):
+        bound = '> 0' if positive else '>= 0'
+        if below is not None:
+            bound += f' and < {below}'
+        raise UsageError(f'--{flag} must be a number {bound}, got {value!r}')
+
+
+def num_classes(dataset_name, labels_offset):
+    """Classes the model predicts: the dataset's minus labels_offset (>= 1)."""
+    info = dataset_factory.get_info(dataset_name)
+    _check_int('labels_offset', labels_offset, 0)
+    if labels_offset >= info.num_classes:
+        raise UsageError(f'--labels_offset={labels_offset} leaves no class of dataset '
+                         f'{dataset_name!r}, which has {info.num_classes}')
+    return info.num_classes - labels_offset
+
+
+def input_channels(dataset_name, model):
+    """Channels of the images the network of `model` (a ModelConfig) takes from
+    `dataset_name`'s: those its preprocessing gives."""
+    return preprocessing_factory.output_channels(
+        model.preprocessing_name or model.model_name,
+        dataset_factory.get_info(dataset_name).channels, model.use_grayscale)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Which examples a run reads, and how."""
+    dataset_name: str = setting(
+        'digits', 'Dataset: ' + ', '.join(dataset_factory.DATASETS) +
+        ' (digits is embedded; the others are converted with download_and_convert_data.py).')
+    dataset_split_name: str = setting('train', 'Split of the dataset to read.')
+    dataset_dir: str | None = setting(
+        None, 'Directory of the converted dataset; None: the default directory of the '
+        'embedded digits (converted there on first use), required for the others.')
+    labels_offset: int = setting(
+        0, 'Subtracted from every label (1 to use 1001-class ImageNet records with a '
+        '1000-class model).')
+    batch_size: int = setting(32, 'Examples per clone per step.')
+    num_readers: int = setting(4, 'TFRecord files read in parallel.')
+    num_preprocessing_threads: int = setting(4, 'Examples decoded and preprocessed in parallel.')
+
+    def __post_init__(self):
+        dataset_factory.get_info(self.dataset_name).num_samples(self.dataset_split_name)
+        num_classes(self.dataset_name, self.labels_offset)
+        for flag in ('batch_size', 'num_readers', 'num_preprocessing_threads'):
+            _check_int(flag, getattr(self, flag), 1)
+
+    @property
+    def num_classes(self):
+        return num_classes(self.dataset_name, self.labels_offset)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Which network, and its input. image_size is flag --train_image_size, --eval_image_size
+    or --image_size, and is checked by the run config holding this group."""
+    model_name: str = setting('lenet', 'Network: ' + ', '.join(nets_factory.NETWORKS))
+    preprocessing_name: str | None = setting(
+        None, "Preprocessing; None: the network's own.")
+    image_size: int | None = setting(None, "Side of the input images in pixels; None: the "
+                                           "network's default.")
+    use_grayscale: bool = setting(False, 'Convert the images to one-channel grayscale.')
+
+    def __post_init__(self):
+        nets_factory.NETWORKS.check(self.model_name)
+        if self.preprocessing_name is not None:
+            preprocessing_factory.get_preprocessing(self.preprocessing_name)
+
+    def image_size_or_default(self):
+        """image_size, or the network's default size when it is None."""
+        return self.image_size or nets_factory.NETWORKS[self.model_name].default_image_size
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicesConfig:
+    """Where a worker's clones run."""
+    num_clones: int = setting(1, 'Model clones per worker, one per GPU (without GPUs, each '
+                                 'clone gets a CPU device of its own).')
+    clone_on_cpu: bool = setting(False, "Put every clone on CPU:0 (slim's CPU mode).")
+    master: str = setting('', 'Address of the TensorFlow master (grpc://host:port); empty for '
+                              'in-process.')
+    log_device_placement: bool = setting(False, 'Log the device each op runs on.')
+    precision: str = setting(
+        'float32', 'The math of each step: float32, bfloat16 (mixed precision on CPUs with '
+        'bfloat16 instructions) or float16 (mixed precision on GPUs, with dynamic loss '
+        'scaling); variables, losses and checkpoints stay float32.')
+    xla: bool = setting(False, "Compile each clone's forward and backward pass with XLA.")
+
+    def __post_init__(self):
+        _check_int('num_clones', self.num_clones, 1)
+        PRECISIONS.check(self.precision)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizationConfig:
+    """The loss, the optimizer and its learning-rate schedule."""
+    optimizer: str = setting('rmsprop', 'Optimizer: ' + ', '.join(optimization.OPTIMIZERS))
+    learning_rate: float = setting(0.01, 'Initial learning rate (before scaling).')
+    learning_rate_scaling: str = setting(
+        'none', 'How the learning rate follows the global batch: ' +
+        ', '.join(optimization.LEARNING_RATE_SCALINGS) + ' (linear: learning_rate x global '
+        'batch / --base_batch_size, Goyal et al. 2017).')
+    base_batch_size: int = setting(256, 'The global batch --learning_rate is meant for, with '
+                                        '--learning_rate_scaling=linear.')
+    warmup_epochs: float = setting(0.0, 'Epochs over which the rate rises linearly from '
+                                        '--warmup_learning_rate to the scaled rate, before '
+                                        'the decay schedule; 0: none.')
+    warmup_learning_rate: float = setting(0.0, 'Learning rate at the start of the warmup.')
+    gradient_accumulation_steps: int = setting(
+        1, 'Micro-batches per update: each clone accumulates the gradients of this many '
+           'batches before one update, which the global step counts.')
+    learning_rate_decay_type: str = setting(
+        'exponential', 'Learning-rate schedule: ' +
+        ', '.join(optimization.LEARNING_RATE_DECAY_TYPES))
+    end_learning_rate: float = setting(0.0001, 'Final rate of the polynomial schedule.')
+    learning_rate_decay_factor: float = setting(0.94, 'Exponential decay factor.')
+    num_epochs_per_decay: float = setting(
+        2.0, 'Epochs between decays (an epoch is the split\'s examples, whatever the clones '
+             'and replicas).')
+    weight_decay: float = setting(0.00004, 'L2 weight decay of the model.')
+    label_smoothing: float = setting(0.0, 'Label smoothing amount.')
+    moving_average_decay: float | None = setting(
+        None, 'Decay of an exponential moving average of the model variables; None or 0 for '
+              'none.')
+    params: optimization.OptimizerParams = _group(optimization.OptimizerParams)
+
+    def __post_init__(self):
+        optimization.OPTIMIZERS.check(self.optimizer)
+        optimization.LEARNING_RATE_DECAY_TYPES.check(self.learning_rate_decay_type)
+        optimization.LEARNING_RATE_SCALINGS.check(self.learning_rate_scaling)
+        _check_int('base_batch_size', self.base_batch_size, 1)
+        _check_int('gradient_accumulation_steps', self.gradient_accumulation_steps, 1)
+        for flag in ('learning_rate', 'end_learning_rate', 'weight_decay', 'warmup_epochs',
+                     'warmup_learning_rate'):
+            _check_number(flag, getattr(self, flag))
+        _check_number('learning_rate_decay_factor', self.learning_rate_decay_factor,
+                      positive=True)
+        _check_number('num_epochs_per_decay', self.num_epochs_per_decay, positive=True)
+        _check_number('label_smoothing', self.label_smoothing, below=1)
+        _check_number('moving_average_decay', self.moving_average_decay, below=1, none_ok=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """This worker's place among the replicas: alone, a task of the cluster that TF_CONFIG
+    or --ps_hosts/--chief_host/--worker_hosts/--job_name/--task name, or (slim's way) a
+    replica of servers started by hand, reached through --master.
+
+    worker_replicas, num_ps_tasks and task: None means taken from the named cluster (1, 0
+    and 0 without one); given, they must agree with it, except --task with the host flags,
+    which is the index in --job_name's job (None: JOB_COMPLETION_INDEX's, or 0). After
+    construction they hold the resolved values (task: the replica index), and
+    `cluster_task` holds this process's ClusterTask (None when no cluster is named).
+    tf_config and job_completion_index: the text of the environment variables TF_CONFIG and
+    JOB_COMPLETION_INDEX (set in each pod of a Kubernetes Indexed Job); None: unset.
+    """
+    ps_hosts: str | None = setting(None, 'Comma-separated host:port of the ps tasks (instead '
+                                         'of TF_CONFIG).')
+    worker_hosts: str | None = setting(None, 'Comma-separated host:port of the worker tasks '
+                                             '(instead of TF_CONFIG); worker 0 is the chief '
+                                             'unless --chief_host names one.')
+    chief_host: str | None = setting(None, "host:port of a chief task of its own (TF_CONFIG's "
+                                           "'chief' job): training replica 0, before the "
+                                           'workers.')
+    job_name: str | None = setting(None, "This task's job in the host flags: ps, chief, worker "
+                                         'or evaluator; --task is its index.')
+    task: int | None = setting(None, "Index of this task in --job_name's job, or of this worker "
+                                     'replica (0 being the chief) without the host flags; None: '
+                                     "JOB_COMPLETION_INDEX (with the host flags), the cluster's, "
+                                     'or 0.')
+    worker_replicas: int | None = setting(None, 'Worker replicas; None: the cluster\'s, or 1.')
+    num_ps_tasks: int | None = setting(None, 'Parameter-server tasks holding the variables; '
+                                             "None: the cluster's, or 0 (variables local).")
+    sync_replicas: bool = setting(False, "Aggregate the replicas' gradients synchronously.")
+    replicas_to_aggregate: int = setting(1, 'Gradients aggregated per synchronous update.')
+    ps_strategy: str = setting(
+        'round_robin', 'How variables spread over the ps tasks: ' +
+        ', '.join(model_deploy.PS_STRATEGIES) +
+        " (slim's round-robin, or largest first onto the least-loaded task).")
+    variable_update: str = setting(
+        'parameter_server', 'How clones and workers share the variables: parameter_server '
+        "(slim's: one copy, on the worker's CPU or the ps tasks), replicated (a copy on each "
+        "clone's device, gradients all-reduced) or collective (replicated across the "
+        'workers of a cluster without ps tasks).')
+    all_reduce_pack_bytes: int = setting(
+        model_deploy.ALL_REDUCE_PACK_BYTES, 'Gradients are all-reduced in packs of at most '
+        'this many bytes (a larger one alone); 0: one all-reduce per gradient.')
+    task_timeout_secs: float = setting(
+        watchdog.TIMEOUT_SECS, 'Seconds a task this one needs (the ps tasks; the chief, while '
+        'it initializes and, with --sync_replicas, always; every worker with '
+        '--variable_update=collective or --replicas_to_aggregate equal to the workers) may go '
+        'without answering (a busy task answers, a lost or cut-off host does not) before this '
+        'task exits with code 75 naming it, for a restart to resume from the last checkpoint; '
+        'also the longest a collective all-reduce waits for the other workers. 0: forever.',
+        aliases=('collective_timeout_secs',))
+    sync_batch_norm: bool = setting(
+        False, "Batch norm normalizes with the mean and variance of the global batch (every "
+               "clone's, and with --variable_update=collective every worker's) instead of "
+               "each clone's own.")
+    link_gbps: float | None = setting(
+        None, "Bandwidth of each host's network link in Gbit/s, each way: the start-up plan "
+              "then states what a step moves through each worker's and ps task's link, the "
+              'least time that takes, the bottleneck and how many ps tasks would remove it; '
+              'None: no network estimate.')
+    tf_config: str | None = dataclasses.field(default=None, metadata={'flag': False})
+    job_completion_index: str | None = dataclasses.field(default=None, metadata={'flag': False})
+    cluster_task: cluster.ClusterTask | None = dataclasses.field(
+        default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self):
+        model_deploy.PS_STRATEGIES.check(self.ps_strategy)
+        model_deploy.VARIABLE_UPDATES.check(self.variable_update)
+        _check_int('all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0)
+        _check_number('task_timeout_secs', self.task_timeout_secs)
+        _check_number('link_gbps', self.link_gbps, positive=True, none_ok=True)
+        task = self._named_task()
+        object.__setattr__(self, 'cluster_task', task)
+        if task and self.job_name:  # Named by the host flags: --task was used as its index.
+            object.__setattr__(self, 'task', None)
+        resolved = {'worker_replicas': 1, 'num_ps_tasks': 0, 'task': 0}
+        if task:
+            resolved = {'worker_replicas': task.num_replicas,
+                        'num_ps_tasks': task.num_ps_tasks, 'task': task.replica_index}
+        for flag, value in resolved.items():
+            given = getattr(self, flag)
+            if given is None or value is None:  # A ps task has no replica index.
+                object.__setattr__(self, flag, value if given is None else given)
+            elif task and given != value:
+                raise UsageError(f'--{flag}={given} disagrees with the cluster, where it is '
+                                 f'{value} ({task.task_type}:{task.task_index})')
+        _check_int('worker_replicas', self.worker_replicas, 1)
+        _check_int('num_ps_tasks', self.num_ps_tasks, 0)
+        _check_int('replicas_to_aggregate', self.replicas_to_aggregate, 1)
+        if self.is_ps or self.is_evaluator:
+            return
+        if not 0 <= self.task < self.worker_replicas:
+            raise UsageError(f'--task must be in [0, --worker_replicas={self.worker_replicas}), '
+                             f'got {self.task}')
+        self._check_variable_update()
+        if self.sync_replicas and self.worker_replicas < 2:
+            raise UsageError('--sync_replicas needs --worker_replicas > 1, got '
+                             f'{self.worker_replicas}')
+        if self.sync_replicas and self.replicas_to_aggregate > self.worker_replicas:
+            raise UsageError(f'--replicas_to_aggregate={self.replicas_to_aggregate} exceeds '
+                             f'--worker_replicas={self.worker_replicas}')
+
+    def _check_variable_update(self):
+        """UsageError unless variable_update fits the replicas and ps tasks."""
+        flags = {'num_replicas': 'worker_replicas'}
+        problem = model_deploy.variable_update_problem(
+            self.variable_update, self.worker_replicas, self.num_ps_tasks,
+            lambda name, value: f'--{flags.get(name, name)}={value}')
+        if problem:
+            raise UsageError(problem)
+        if self.variable_update == 'collective' and not self.cluster_task:
+            raise UsageError('--variable_update=collective needs the cluster named by '
+                             'TF_CONFIG or --worker_hosts/--job_name/--task')
+        if self.variable_update != 'parameter_server' and self.sync_replicas:
+            raise UsageError(f'--sync_replicas aggregates gradients on ps tasks; '
+                             f'--variable_update={self.variable_update} is synchronous already')
+
+    def _named_task(self):
+        """The ClusterTask that TF_CONFIG or the host flags name; None if neither does."""
+        from_environment = cluster.from_tf_config(self.tf_config)
+        from_flags = cluster.from_flags(self.ps_hosts, self.worker_hosts, self.job_name,
+                                        self.task, self.chief_host, self.job_completion_index)
+        if from_flags and from_environment:
+            raise UsageError('both TF_CONFIG and --ps_hosts/--worker_hosts/--job_name name a '
+                             'cluster: unset one')
+        return from_flags or from_environment
+
+    @property
+    def is_ps(self):
+        """Whether this process is a ps task (it serves the variables and trains nothing)."""
+        return self.cluster_task is not None and self.cluster_task.task_type == 'ps'
+
+    @property
+    def is_evaluator(self):
+        """Whether this process is a cluster's evaluator task (it evaluates the chief's
+        checkpoints as they appear and trains nothing)."""
+        return self.cluster_task is not None and self.cluster_task.task_type == cluster.EVALUATOR
+
+    @property
+    def is_chief(self):
+        """Whether this is the chief: replica 0, which initializes, checkpoints and writes
+        summaries."""
+        return not self.is_ps and self.task == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig:
+    """How long to train, and how often to log, summarize and checkpoint."""
+    max_number_of_steps: int = setting(1000, 'Global step to stop at; 0 trains forever.')
+    log_every_n_steps: int = setting(10, 'Steps between progress lines.')
+    save_summaries_secs: int = setting(600, 'Seconds between summary writes.')
+    save_interval_secs: int = setting(600, 'Seconds between checkpoints.')
+    grace_period_secs: float = setting(
+        training.GRACE_SECS, 'On SIGTERM or Ctrl-C, training finishes its step, checkpoints '
+        'it and exits (143 or 130) within this many seconds; past them, or on a second '
+        'signal, it exits at once.')
+
+    def __post_init__(self):
+        _check_int('max_number_of_steps', self.max_number_of_steps, 0)
+        _check_int('log_every_n_steps', self.log_every_n_steps, 1)
+        _check_number('save_summaries_secs', self.save_summaries_secs)
+        _check_number('save_interval_secs', self.save_interval_secs)
+        _check_number('grace_period_secs', self.grace_period_secs, positive=True)
+
+
+def _scopes(value):
+    """Scopes as a tuple: from a comma-separated string (slim's flags) or a sequence."""
+    if value is None or isinstance(value, str):
+        return tuple(checkpoints.parse_scopes(value))
+    return tuple(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningConfig:
+    """Where the first training step starts from, and what it trains."""
+    checkpoint_path: str | None = setting(
+        None, 'Checkpoint (file or directory) to fine-tune from, used only while --train_dir '
+              'holds no checkpoint.')
+    checkpoint_exclude_scopes: tuple[str, ...] = setting(
+        (), "Comma-separated scopes not restored from --checkpoint_path (whole scopes: "
+            "'Logits' excludes Logits/... but not Logits2/...).")
+    trainable_scopes: tuple[str, ...] = setting((), 'Comma-separated scopes to train; empty: '
+                                                    'all.')
+    ignore_missing_vars: bool = setting(False, 'Skip variables missing from the checkpoint, '
+                                               'or of another shape, instead of failing.')
+
+    def __post_init__(self):
+        for name in ('checkpoint_exclude_scopes', 'trainable_scopes'):
+            object.__setattr__(self, name, _scopes(getattr(self, name)))
+
+
+class _RunConfig:
+    """from_flags/as_flags for a run config: a frozen dataclass of settings and groups."""
+
+    # Flag name of fields whose flag has another name: {field name: flag name}.
+    RENAMED: typing.ClassVar[dict] = {}
+
+    @classmethod
+    def from_flags(cls, values):
+        """The config with the settings in `values` ({flag name: value}); the others keep
+        their defaults. ValueError for a name that is no setting of this config."""
+        unknown = set(values) - {name for name, _, _ in _settings(cls, cls.RENAMED)}
+        if unknown:
+            raise ValueError(f'{cls.__name__} has no settings {sorted(unknown)}')
+        return _from_flags(cls, values, cls.RENAMED)
+
+    def as_flags(self):
+        """Every setting as {flag name: value} (scopes comma-separated)."""
+        return {name: value for name, value, _, _ in flag_settings(self, self.RENAMED)}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(_RunConfig):
+    """Everything train() needs; the defaults train lenet on the embedded digits."""
+    RENAMED = {'image_size': 'train_image_size'}
+
+    train_dir: str = setting('/tmp/tfmodel/', 'Directory for checkpoints, event files and '
+                                              'run_config.json.')
+    data: DataConfig = _group(DataConfig)
+    model: ModelConfig = _group(ModelConfig)
+    devices: DevicesConfig = _group(DevicesConfig)
+    optimization: OptimizationConfig = _group(OptimizationConfig)
+    cluster: ClusterConfig = _group(ClusterConfig)
+    schedule: ScheduleConfig = _group(ScheduleConfig)
+    fine_tuning: FineTuningConfig = _group(FineTuningConfig)
+
+    def __post_init__(self):
+        _check_int('train_image_size', self.model.image_size, 1, none_ok=True)
+        run = self.cluster
+        flag = model_deploy.all_reducing_setting(
+            run.variable_update, run.sync_batch_norm,
+            lambda name, value: f'--{name}' if value is True else f'--{name}={value}')
+        if flag and self.devices.clone_on_cpu and self.devices.num_clones > 1:
+            raise UsageError(f'{flag} all-reduces between clones on distinct devices, but '
+                             f'--clone_on_cpu puts all {self.devices.num_clones} on CPU:0')
+        if PRECISIONS[self.devices.precision].loss_scaling and run.sync_replicas:
+            raise UsageError(f'--precision={self.devices.precision} and --sync_replicas are '
+                             'exclusive: the chief applies the aggregated gradients, which '
+                             'dynamic loss scaling cannot skip')
+        if run.cluster_task and self.devices.master:
+            raise UsageError(f'--master={self.devices.master!r} and a cluster (TF_CONFIG or '
+                             '--worker_hosts) are exclusive: each task of a cluster trains '
+                             'through its own server')
+        if run.num_ps_tasks and not run.cluster_task and not self.devices.master:
+            raise UsageError(f'--num_ps_tasks={run.num_ps_tasks} needs a cluster of ps tasks: '
+                             'set TF_CONFIG or --ps_hosts/--worker_hosts/--job_name/--task (or '
+                             '--master for servers started by hand)')
+
+    @property
+    def examples_per_step(self):
+        """Examples one global step (an update) consumes: batch_size x num_clones x
+        gradient_accumulation_steps, x replicas_to_aggregate with synchronous replicas, x
+        worker_replicas when collective."""
+        run = self.cluster
+        replicas = (run.replicas_to_aggregate if run.sync_replicas else
+                    run.worker_replicas if run.variable_update == 'collective' else 1)
+        return (self.data.batch_size * self.devices.num_clones *
+                self.optimization.gradient_accumulation_steps * replicas)
+
+    @property
+    def scaled_learning_rate(self):
+        """The learning rate after --learning_rate_scaling for the global batch
+        (examples_per_step): what warmup rises to and the decay schedule starts from."""
+        optimizing = self.optimization
+        return optimization.scaled_learning_rate(
+            optimizing.learning_rate_scaling, optimizing.learning_rate,
+            self.examples_per_step, optimizing.base_batch_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig(_RunConfig):
+    """Everything evaluate() needs."""
+    RENAMED = {'image_size': 'eval_image_size'}
+
+    checkpoint_path: str = setting('/tmp/tfmodel/', 'Checkpoint, or a directory whose latest '
+                                                    'checkpoint is evaluated (a training '
+                                                    "run's --train_dir).")
+    eval_dir: str = setting('/tmp/tfmodel/', 'Directory for metrics.json and event files.')
+    data: DataConfig = _group(DataConfig, dataset_split_name='test', batch_size=100)
+    model: ModelConfig = _group(ModelConfig)
+    devices: DevicesConfig = _group(DevicesConfig)
+    moving_average_decay: float | None = setting(
+        None, 'Evaluate the moving averages of the variables, kept in training with this '
+              'decay; None or 0: the variables themselves.')
+    max_num_batches: int | None = setting(
+        None, 'Stop after this many batches (rounded up to whole steps of num_clones '
+              'batches); None: the whole split.')
+    eval_interval_secs: float | None = setting(
+        None, 'Evaluate each new checkpoint in --checkpoint_path (a directory) as it appears, '
+              'looking at most every this many seconds, until the checkpoint of the run\'s '
+              'last step; None: evaluate one checkpoint once.')
+    timeout: float | None = setting(
+        None, 'With --eval_interval_secs: stop after this many seconds without a new '
+              'checkpoint; None: wait for the checkpoint of the run\'s last step.')
+
+    def __post_init__(self):
+        _check_int('eval_image_size', self.model.image_size, 1, none_ok=True)
+        _check_int('max_num_batches', self.max_num_batches, 1, none_ok=True)
+        _check_number('moving_average_decay', self.moving_average_decay, below=1, none_ok=True)
+        _check_number('eval_interval_secs', self.eval_interval_secs, positive=True,
+                      none_ok=True)
+        _check_number('timeout', self.timeout, positive=True, none_ok=True)
+        if self.timeout is not None and self.eval_interval_secs is None:
+            raise UsageError('--timeout needs --eval_interval_secs (it ends continuous '
+                             'evaluation)')
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig(_RunConfig):
+    """Everything export() needs: a GraphDef (output_file) and/or a SavedModel."""
+    model: ModelConfig = _group(ModelConfig)
+    dataset_name: str = setting('digits', 'Dataset the model was trained on (gives the number '
+                                          'of classes and image channels).')
+    labels_offset: int = setting(0, 'Labels offset used in training.')
+    batch_size: int | None = setting(None, 'Batch size of the input; None leaves it open.')
+    is_training: bool = setting(False, 'Export the training-mode graph.')
+    output_file: str = setting('', 'Where to write the GraphDef (slim\'s format, no variable '
+                                   'values).')
+    write_text_graphdef: bool = setting(False, 'Write the GraphDef as text.')
+    checkpoint_path: str | None = setting(None, 'Checkpoint (file or directory) whose values go '
+                                                'into the SavedModel.')
+    saved_model_dir: str = setting('', 'Where to write the SavedModel (must not exist or be '
+                                       'empty).')
+
+    def __post_init__(self):
+        _check_int('image_size', self.model.image_size, 1, none_ok=True)
+        _check_int('batch_size', self.batch_size, 1, none_ok=True)
+        num_classes(self.dataset_name, self.labels_offset)
+        if not self.output_file and not self.saved_model_dir:
+            raise UsageError('nothing to export: pass --output_file and/or --saved_model_dir')
+        if self.saved_model_dir and not self.checkpoint_path:
+            raise UsageError('--saved_model_dir needs --checkpoint_path (the values to export)')
+
+    @property
+    def num_classes(self):
+        return num_classes(self.dataset_name, self.labels_offset)
+
+
+def _is_group(field):
+    return dataclasses.is_dataclass(field.type)
+
+
+def _settings(config, renamed, overrides=None):
+    """(name, field, value) of every setting of `config`, groups flattened, named as their
+    flags (`renamed`: {field name: flag name} where they differ). config: a run config or
+    group instance (its values), or class (its defaults, with a group default's
+    `overrides`)."""
+    is_class = isinstance(config, type)
+    for field in dataclasses.fields(config):
+        if not field.init:
+            continue
+        if _is_group(field):
+            if is_class:
+                yield from _settings(field.type, renamed, field.metadata['overrides'])
+            else:
+                yield from _settings(getattr(config, field.name), renamed)
+            continue
+        value = ((overrides or {}).get(field.name, field.default) if is_class
+                 else getattr(config, field.name))
+        yield renamed.get(field.name, field.name), field, value
+
+
+def flag_aliases(config_class):
+    """{alias: flag name} of the settings of `config_class` (a run config) that have some."""
+    return {alias: name for name, field, _ in _settings(config_class, config_class.RENAMED)
+            for alias in field.metadata.get('aliases', ())}
+
+
+def flag_settings(config, renamed=None):
+    """(flag name, value, type, help) of every setting of `config` (a run config or group,
+    instance or class, as for _settings) that is a flag, in field order. type is int,
+    float, str or bool; scopes are given as a comma-separated str."""
+    for name, field, value in _settings(config, renamed or {}):
+        if not field.metadata.get('flag', True):
+            continue
+        kind = _flag_type(field.type)
+        if kind is tuple:
+            value, kind = ','.join(value), str
+        yield name, value, kind, field.metadata['help']
+
+
+def _flag_type(annotation):
+    """int, float, str, bool or tuple: the type of a field's value, None left aside."""
+    if isinstance(annotation, types.UnionType):
+        (annotation,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    return typing.get_origin(annotation) or annotation
+
+
+def _from_flags(cls, values, renamed):
+    """An instance of dataclass `cls` from the settings in `values` named like its fields (or
+    as `renamed` says), flags or not (e.g. tf_config); groups are built the same way from
+    the same values, settings left out keeping the group default's (eval's batch size)."""
+    kwargs = {}
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        if _is_group(field):
+            overrides = {renamed.get(name, name): value
+                         for name, value in field.metadata['overrides'].items()}
+            kwargs[field.name] = _from_flags(field.type, {**overrides, **values}, renamed)
+            continue
+        name = renamed.get(field.name, field.name)
+        if name in values:
+            kwargs[field.name] = values[name]
+    return cls(**kwargs)

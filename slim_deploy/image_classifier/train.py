@@ -1,0 +1,217 @@
+"""train(config): trains an image classifier as N data-parallel clones, alone or as a chief
+or worker task of a parameter-server/worker cluster, with slim's semantics.
+
+batch_size is per clone: one global step consumes config.examples_per_step examples.
+Rerunning with the same train_dir resumes from its latest checkpoint; fine_tuning's
+checkpoint_path only seeds a train_dir that has none.
+"""
+import collections
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+import tf_slim as slim
+
+from slim_deploy.deployment import (all_reduce, checkpoints, cluster, fileio, model_deploy,
+                                    optimization, training)
+from slim_deploy.deployment.errors import UsageError
+from slim_deploy.image_classifier import parts, runs
+
+
+def train(config):
+    """Trains as `config` (a TrainConfig) says; returns the final global step.
+
+    Returns None when no step ran: train_dir's checkpoint was at the last step already.
+    Raises ValueError when `config` names a ps or evaluator task, which trains nothing
+    (roles.run does what they do), UsageError for a user's mistake found once the run
+    starts (an unwritable train_dir, a missing dataset or checkpoint),
+    training.NonFiniteLossError if the loss diverges, errors.Interrupted after SIGTERM or
+    SIGINT (training.SignalStop) and, in collective mode, errors.ClusterError when another
+    worker stops answering. A worker of a cluster ends its process with
+    errors.ClusterError.exit_code when a task it needs has not answered for
+    --task_timeout_secs (cluster.watchdog).
+    """
+    run = config.cluster
+    if run.is_ps or run.is_evaluator:
+        raise ValueError(f'train() runs a chief or worker task, not {run.cluster_task.name}: '
+                         'roles.run(config) does what each task does')
+    model = parts.classifier(config.data, config.model, is_training=True,
+                             weight_decay=config.optimization.weight_decay)
+    fileio.check_writable_dir(config.train_dir, '--train_dir')
+    deployment, num_cpu_devices = parts.deployment(config.devices, run)
+    last_step = config.schedule.max_number_of_steps or None
+    # Asynchronous workers other than the chief stop W-1 steps early; the chief waits for
+    # their last updates and runs the remaining steps alone (see training.MonitorHook).
+    alone_from = None
+    collective = run.variable_update == 'collective'
+    if last_step and run.worker_replicas > 1 and not run.sync_replicas and not collective:
+        alone_from = last_step - (run.worker_replicas - 1)
+    master, session_config = parts.session_target(config.devices, num_cpu_devices, run)
+    micro_batches = config.optimization.gradient_accumulation_steps
+
+    warmup_steps = optimization.epochs_to_steps(
+        model.split.num_samples, config.optimization.warmup_epochs, config.examples_per_step)
+    with tf.Graph().as_default():
+        graph = _build(config, model, deployment, warmup_steps)
+        logging.info('Placement:\n%s', graph.plan)
+        logging.info('Global batch %d examples per step%s; %s', config.examples_per_step,
+                     f', in {config.optimization.gradient_accumulation_steps} micro-batches'
+                     if config.optimization.gradient_accumulation_steps > 1 else '',
+                     _learning_rate_story(config, warmup_steps))
+        if run.is_chief:
+            init_fn = _init_fn(config)
+            runs.write(config, placement=graph.plan.splitlines(),
+                       examples_per_step=config.examples_per_step,
+                       learning_rate=config.scaled_learning_rate, warmup_steps=warmup_steps,
+                       num_classes=model.num_classes, image_size=model.image_size,
+                       num_samples=model.split.num_samples)
+            monitor = training.MonitorHook(
+                graph.train_tensor, graph.learning_rate, config.examples_per_step,
+                config.schedule.log_every_n_steps, config.train_dir, last_step, alone_from,
+                runs_per_step=micro_batches)
+        else:
+            init_fn = None
+            monitor = training.MonitorHook(
+                graph.train_tensor, graph.learning_rate, config.examples_per_step,
+                config.schedule.log_every_n_steps,
+                last_step=last_step if alone_from is None else alone_from,
+                runs_per_step=micro_batches)
+        stop = training.SignalStop(config.schedule.grace_period_secs)
+        hooks = []
+        if run.sync_replicas:
+            hooks.append(training.SyncReplicasHook(graph.optimizer, run.is_chief,
+                                                   run.worker_replicas,
+                                                   _sync_gradients_per_update(config)))
+            stop.on_request(hooks[-1].release)  # The others must not wait for this one.
+        stop_group = None
+        if collective:  # Every worker stops after the same step.
+            stop_group = all_reduce.Group(
+                size=run.worker_replicas, local_devices=(deployment.optimizer_device(),),
+                has_source=False, timeout_secs=run.task_timeout_secs)
+        watchdog = run.cluster_task and cluster.watchdog(
+            run.cluster_task, run.task_timeout_secs, run.variable_update, run.sync_replicas,
+            run.replicas_to_aggregate)
+        try:
+            final_step = training.train(
+                graph.train_tensor, config.train_dir, monitor, master=master,
+                is_chief=run.is_chief,
+                scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
+                hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
+                save_interval_secs=config.schedule.save_interval_secs, config=session_config,
+                independent=collective, stop=stop, stop_group=stop_group, watchdog=watchdog)
+        except cluster.PEER_ERRORS as e:
+            if not collective:
+                raise
+            raise cluster.lost_peer(run.cluster_task, e, run.task_timeout_secs) from e
+    if final_step is None:
+        logging.info('Nothing to train: the global step has reached %d already', last_step)
+    else:
+        logging.info('Finished training at global step %d after %d steps here%s; '
+                     'checkpoints in %s', final_step, monitor.local_steps,
+                     f' ({monitor.skipped_updates} updates skipped by loss scaling)'
+                     if monitor.skipped_updates else '', config.train_dir)
+    return final_step
+
+
+# What _build() made: train_tensor (runs one step and returns the loss), learning_rate,
+# optimizer, summary_op and the placement plan (text).
+_TrainingGraph = collections.namedtuple(
+    '_TrainingGraph', ['train_tensor', 'learning_rate', 'optimizer', 'summary_op', 'plan'])
+
+
+def _build(config, model, deployment, warmup_steps):
+    """Builds the training graph of `config` in the default graph, the learning rate rising
+    over `warmup_steps` global steps first."""
+    run, optimizing = config.cluster, config.optimization
+    with tf.device(deployment.variables_device()):
+        global_step = tf.train.create_global_step()
+    with tf.device(deployment.inputs_device()):
+        iterator = tf.data.make_one_shot_iterator(
+            model.training_batches(config.data, run.task, run.worker_replicas))
+    with tf.device(deployment.optimizer_device()):
+        learning_rate = optimization.learning_rate(
+            optimizing.learning_rate_decay_type, config.scaled_learning_rate, global_step,
+            optimization.decay_steps(model.split.num_samples, optimizing.num_epochs_per_decay,
+                                     config.examples_per_step),
+            optimizing.learning_rate_decay_factor, optimizing.end_learning_rate,
+            warmup_steps, optimizing.warmup_learning_rate)
+        optimizer = optimization.optimizer(optimizing.optimizer, learning_rate,
+                                           optimizing.params)
+        micro_batches = optimizing.gradient_accumulation_steps
+        if run.sync_replicas:  # It accumulates: every micro-batch of every replica is pushed.
+            optimizer = tf.train.SyncReplicasOptimizer(
+                optimizer, replicas_to_aggregate=_sync_gradients_per_update(config),
+                total_num_replicas=run.worker_replicas)
+            micro_batches = 1
+
+    def var_list():
+        variables = checkpoints.variables_to_train(config.fine_tuning.trainable_scopes)
+        if not variables:
+            raise UsageError(f'--trainable_scopes='
+                             f'{",".join(config.fine_tuning.trainable_scopes)!r} matches no '
+                             'trainable variable')
+        return variables
+
+    model_fn = training.classification_model_fn(
+        model.network_fn, iterator, deployment.inputs_device(), model.num_classes,
+        optimizing.label_smoothing)
+    deployed = model_deploy.deploy(deployment, model_fn, optimizer=optimizer,
+                                   var_list=var_list, gradient_accumulation_steps=micro_batches)
+    train_tensor = deployed.train_op
+    with tf.device(deployment.optimizer_device()):
+        summaries = [deployed.summary_op, tf.summary.scalar('learning_rate', learning_rate)]
+        summaries += [tf.summary.histogram(f'variables/{v.op.name}', v)
+                      for v in slim.get_model_variables()]
+        if optimizing.moving_average_decay:
+            averages = tf.train.ExponentialMovingAverage(optimizing.moving_average_decay,
+                                                         global_step)
+            updates = []
+            with tf.control_dependencies([deployed.train_op]):
+                for variable in slim.get_model_variables():
+                    # Next to the variable: on a ps task, not pulled to the worker and back.
+                    with tf.colocate_with(variable):
+                        updates.append(averages.apply([variable]))
+            with tf.control_dependencies(updates):
+                train_tensor = tf.identity(deployed.train_op, name='train_op_with_averages')
+        summary_op = tf.summary.merge(summaries)
+    plan = model_deploy.placement_plan(deployment, tf.get_default_graph(), run.link_gbps,
+                                       fetches=[train_tensor])
+    return _TrainingGraph(train_tensor=train_tensor, learning_rate=learning_rate,
+                          optimizer=optimizer, summary_op=summary_op, plan=plan)
+
+
+def _sync_gradients_per_update(config):
+    """Gradients a synchronous update aggregates: each micro-batch of replicas_to_aggregate
+    replicas (the SyncReplicasOptimizer does the accumulation)."""
+    return (config.cluster.replicas_to_aggregate *
+            config.optimization.gradient_accumulation_steps)
+
+
+def _learning_rate_story(config, warmup_steps):
+    """'learning rate 0.4 (0.1 x 1024 / 256), reached after a warmup of 50 steps from 0':
+    the rate the schedule starts from, how it was scaled and warmed up."""
+    optimizing = config.optimization
+    story = f'learning rate {config.scaled_learning_rate:g}'
+    if optimizing.learning_rate_scaling == 'linear':
+        story += (f' ({optimizing.learning_rate:g} x {config.examples_per_step} / '
+                  f'{optimizing.base_batch_size})')
+    if warmup_steps:
+        story += (f', reached after a warmup of {warmup_steps} steps from '
+                  f'{optimizing.warmup_learning_rate:g}')
+    return story
+
+
+def _init_fn(config):
+    """The chief's Scaffold init_fn: restores --checkpoint_path into a train_dir that has no
+    intact checkpoint yet; None when there is nothing to restore. A train_dir whose latest
+    checkpoint is unreadable resumes from the newest intact one (checkpoints.resume_point)."""
+    checkpoint_path = config.fine_tuning.checkpoint_path
+    latest = checkpoints.resume_point(config.train_dir)
+    if latest:
+        logging.info('Resuming from %s%s', latest,
+                     ' (ignoring --checkpoint_path)' if checkpoint_path else '')
+        return None
+    if not checkpoint_path:
+        return None
+    return checkpoints.fine_tune_init_fn(checkpoint_path,
+                                         config.fine_tuning.checkpoint_exclude_scopes,
+                                         config.fine_tuning.ignore_missing_vars)
