@@ -384,9 +384,8 @@ def test_tf_layers_under_keras_3_are_refused_in_one_line_saying_what_to_change()
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         'clone 0 of model_fn used a TF1 layer API that Keras 3 lacks (`dense` is not available '
-        "with Keras 3.): deploy() builds TF1 graphs, which need tf-keras; import "
-        'slim_deploy.deployment before tensorflow, or set TF_USE_LEGACY_KERAS=1 before '
-        'TensorFlow is imported\n')
+        "with Keras 3.): deploy() builds TF1 graphs, which need tf-keras; import deployment "
+        'before tensorflow, or set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported\n')
 
 
 def test_keras_3_layers_share_one_set_of_variables():
