@@ -33,11 +33,12 @@ restarting each setup every round, and rotating spreads the machine's noise over
 Prints a table per bandwidth: images/sec (global: every worker's images over the span from
 the first worker's start to the last one's end; median over rounds, and the spread (max -
 min) / median), seconds per step (median), each setup's images/sec over
-MultiWorkerMirroredStrategy's, and the plan's lower bound on the step: what the worker's own
-graph moves through the busiest link direction (communication.step_traffic) over the
-bandwidth, with the measured step time over it. A bound above a measured step time is
-flagged: the plan or the measurement would be wrong. --json prints one object instead:
-`model_name`, `batch_size`, `workers`, `num_ps_tasks`, `data`, `steps`, `warmup_steps`,
+MultiWorkerMirroredStrategy's, and the plan's lower bound on the step: the bytes the busiest
+link must pass one after another per step, read from the worker's own graph
+(communication.step_traffic: each way at once, in then out, or out then in for synchronous
+workers), over the bandwidth, with the measured step time over it. A bound above a measured
+step time is flagged: the plan or the measurement would be wrong. --json prints one object
+instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `data`, `steps`, `warmup_steps`,
 `rounds`, `all_reduce_pack_bytes`, `intra_op_threads`, `inter_op_threads`, `tensorflow`,
 `seconds` (the whole run) and `links`: {bandwidth ('1gbit'): {`link_gbps`, `seconds`,
 `setups`: {setup: {`label`, `processes`, `images_per_sec` (median), `images_per_sec_rounds`,
@@ -220,7 +221,7 @@ def table(results):
     for rate, link in r['links'].items():
         lines += ['', f"links of {rate} ({link['link_gbps']:g} Gbit/s each way)",
                   f"{'setup':<30} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
-                  f"{'vs MWMS':>8} {'bound':>9}  {'busiest link':<22} {'step/bound':>10}"]
+                  f"{'vs MWMS':>8} {'bound':>9}  {'busiest link':<42} {'step/bound':>10}"]
         notes = []
         baseline = link['setups'].get(BASELINE, {}).get('label')
         for setup in link['setups'].values():
@@ -233,13 +234,14 @@ def table(results):
                 f"{advice['tasks']} ps task(s) keep each ps task's link within a worker's"
                 if advice['tasks'] else
                 "no number of ps tasks keeps each ps task's link within a worker's: "
-                f"{advice['variable']} alone moves "
+                f"alone on a task, {advice['variable']} passes "
                 f"{communication.human_bytes(advice['variable_bytes'])} per step, a worker's "
                 f"link {communication.human_bytes(advice['worker_bytes'])}"))
         lines += notes
-    lines += ['', "bound: the bytes a step moves through the busiest link's busier direction "
-                  "(read from the worker's graph by communication.step_traffic) over the "
-                  "bandwidth; vs MWMS: images/sec over MultiWorkerMirroredStrategy's",
+    lines += ['', 'bound: the bytes the busiest link must pass one after another per step (read '
+                  "from the worker's graph by communication.step_traffic: its busier direction, "
+                  'or in then out, or out then in) over the bandwidth; vs MWMS: images/sec over '
+                  "MultiWorkerMirroredStrategy's",
               f"run took {r['seconds']:.0f} s"]
     return lines
 
@@ -263,7 +265,7 @@ def setup_row(setup, ratio, notes):
                          'plan or the measurement is wrong')
     return (f"{setup['label']:<30} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
             f"{setup['sec_per_step']:>9.3f} {'-' if ratio is None else f'{ratio:.3f}':>8} "
-            f"{bound:>9}  {busiest:<22} {over:>10}")
+            f"{bound:>9}  {busiest:<42} {over:>10}")
 
 
 def parse_args(argv=None):

@@ -196,7 +196,7 @@ def ps_worker_trainer(args, role):
     scaffold = tf.train.Scaffold()
     creator = (tf.train.ChiefSessionCreator(scaffold, server.target, settings)
                if task.is_chief else
-               training._WorkerSessionCreator(scaffold, server.target, settings))
+               training.WorkerSessionCreator(scaffold, server.target, settings))
     return Trainer(tf.train.MonitoredSession(creator, hooks=hooks), step, server, built,
                    deployment, global_step)
 
@@ -298,21 +298,26 @@ def network_bound(trainer, link_gbps):
     communication.step_traffic, as a JSON-able dict: 'bound_secs', the least time the step
     needs on links of `link_gbps` Gbit/s each way (None when the step runs collective ops
     that step_traffic does not count, their op types in 'uncounted'); 'busiest', the links
-    whose busier direction carries the most ('ps task 0 out'), and 'bytes', its bytes per
-    step; 'links', {name: [bytes in, bytes out]}; 'all_reduces' (communication.AllReduces
-    as a dict; None: none counted); 'ps_advice' (communication.PsAdvice as a dict; None
-    without ps tasks)."""
+    with the most bytes to pass one after another, each with its rule or, passing bytes
+    each way, its busier direction ('worker in then out', 'ps task 0 out'), and 'bytes',
+    theirs per step; 'links', {name: {'in', 'out', 'bytes' (bytes per step), 'rule'}};
+    'synchronous' (bool); 'all_reduces' (communication.AllReduces as a dict; None: none
+    counted); 'ps_advice' (communication.PsAdvice as a dict; None without ps tasks)."""
     traffic = communication.step_traffic(tf.get_default_graph(), trainer.deployment,
                                          [trainer.step])
-    collectives = {op.type for op in communication.needed_ops([trainer.step])
-                   if op.type.startswith('Collective')}
-    uncounted = sorted(collectives) if traffic.all_reduces is None else []
+    uncounted = sorted({op.type for op in communication.needed_ops([trainer.step])
+                        if op.type.startswith('Collective')} - communication.ALL_REDUCES)
     advice = communication.ps_advice(traffic)
     return {'bound_secs': None if uncounted else traffic.seconds(link_gbps),
             'uncounted': uncounted,
-            'busiest': [f'{link.name} {link.direction}' for link in traffic.busiest],
+            'busiest': [f'{link.name} '
+                        f'{link.direction if link.rule == communication.EACH_WAY else link.rule}'
+                        for link in traffic.busiest],
             'bytes': traffic.busiest[0].bytes,
-            'links': {link.name: [link.bytes_in, link.bytes_out] for link in traffic.links},
+            'links': {link.name: {'in': link.bytes_in, 'out': link.bytes_out,
+                                  'bytes': link.bytes, 'rule': link.rule}
+                      for link in traffic.links},
+            'synchronous': traffic.synchronous,
             'all_reduces': traffic.all_reduces and dataclasses.asdict(traffic.all_reduces),
             'ps_advice': advice and dataclasses.asdict(advice)}
 

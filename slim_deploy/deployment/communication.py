@@ -3,6 +3,7 @@ time the links need for it.
 
     traffic = step_traffic(graph, config)   # the graph deploy() built with config
     traffic.worker.bytes_in, traffic.ps_tasks[0].bytes_out, traffic.seconds(link_gbps=10)
+    traffic.worker.rule                     # 'in then out': its gradients wait for its reads
     ps_advice(traffic).tasks                # ps tasks that keep each within a worker's link
 
 Units: bytes (printed with decimal prefixes: 1 MB = 10^6 bytes) per step, a step being one
@@ -35,18 +36,49 @@ moves through it, each worker's link its own. The sync replicas chief's update f
 accumulators runs on the ps tasks (scalars aside) and is not counted.
 
 Collective all-reduces move no graph edges: the gradients (and synchronized batch norm's
-moments) are summed by CollectiveReduce ops, one per pack on each clone, over a group of
-N members (every clone of every worker). TensorFlow's ring passes 2 (N - 1) / N x S bytes
-of a pack of S bytes from each member to the next, members ordered by task, so one hop
-per worker leaves the machine: each worker's link carries 2 (N - 1) / N x S each way per
-pack. When the group is one worker's clones ('replicated', or synchronized batch norm
-without 'collective') nothing leaves the machine.
+moments) are summed by CollectiveReduce ops (deploy()'s) or CollectiveReduceV2 ops
+(MultiWorkerMirroredStrategy's, whose group size and instance key are input tensors, read
+when they are constants), one per pack on each clone, over a group of N members (every
+clone of every worker). TensorFlow's ring passes 2 (N - 1) / N x S bytes of a pack of S
+bytes from each member to the next, members ordered by task, so one hop per worker leaves
+the machine: each worker's link carries 2 (N - 1) / N x S each way per pack. When the group
+is one worker's clones ('replicated', or synchronized batch norm without 'collective')
+nothing leaves the machine.
 
-Links are full-duplex and all of the same bandwidth B: a step needs at least the most
-bytes one direction of one link carries, over B. Computation, latency and protocol
-overhead come on top. The ops inside function bodies (tf.cond, tf.while_loop of control
-flow v2, tf.function calls: gradient accumulation's update, float16 loss scaling's) are not
-counted; StepTraffic.functions names their calls.
+Links are full-duplex and all of the same bandwidth B. A step needs at least, on every
+link, the bytes that must pass through it one after another, over B; the busiest link
+bounds the step, computation, latency and protocol overhead coming on top. What must pass
+one after another follows from the graph's data and control dependencies, by one of three
+rules (Link.rule):
+
+  - 'each way': the two directions carry at once and the busier one counts: max(in, out).
+    A ring all-reduce sends and receives at once; a ps task's asynchronous workers step
+    independently, so it sends one worker's reads while it receives another's gradients.
+  - 'in then out', a worker's link: the worker sends a tensor only once it has received
+    every tensor that tensor depends on (its gradients wait for its reads: the forward
+    and backward passes lie between), and its next step starts after this one ended. With
+    the tensors it sends taken in decreasing order of the bytes they wait for, a_1 >=
+    a_2 >= ..., of s_1, s_2, ... bytes, the link needs max(in, a_k + s_1 + ... + s_k over
+    every k) (the k first cannot start before a_k bytes came in): in + out when every
+    gradient waits for every read (a loss that uses every variable), max(in, out) when none
+    waits for anything.
+  - 'out then in', a ps task's link with synchronous workers (a SyncReplicasOptimizer that
+    aggregates W gradients per update, and a step is an update): a worker reads the
+    variables after taking a token an update queued, and a gradient of reads older than
+    the last update is dropped as stale, so between two updates the task sends W workers'
+    reads and receives their gradients, each worker's gradients after its own reads. So the
+    W workers' gradients pass after the bytes they wait for reached one worker (a_k + W x
+    (s_1 + ... + s_k), as above), and after the last of the W workers' reads (W x (r_1 +
+    ... + r_k), taken in decreasing order of the bytes d_k that wait for them) that worker
+    still sends d_k bytes. Not in + out: one worker's gradients can pass while another
+    still reads; for lenet on one ps task and 2 workers, 3 x 13.1 MB, not 4 x 13.1 MB.
+A link whose rule gives no more than max(in, out) is 'each way'. Bytes that pass only after
+a reply to what the step sent (a sync token) are not ordered after it here, nor are the ins
+of a ps task's link after another task's outs: the bound stays below what a step takes.
+
+The ops inside function bodies (tf.cond, tf.while_loop of control flow v2, tf.function
+calls: gradient accumulation's update, float16 loss scaling's) are not counted;
+StepTraffic.functions names their calls.
 """
 import collections
 import dataclasses
@@ -57,19 +89,40 @@ import tensorflow.compat.v1 as tf
 # Op types running function bodies, whose ops TensorFlow places one by one.
 _FUNCTION_CALLS = frozenset({'If', 'StatelessIf', 'While', 'StatelessWhile', 'Case',
                              'StatelessCase', 'PartitionedCall', 'StatefulPartitionedCall'})
+# SyncReplicasOptimizer's protocol: gradients go into accumulators, an update takes them,
+# then queues the tokens the workers wait for.
+_ACCUMULATORS = frozenset({'ConditionalAccumulator', 'ResourceConditionalAccumulator',
+                           'SparseConditionalAccumulator'})
+_ACCUMULATOR_APPLIES = frozenset({'AccumulatorApplyGradient', 'ResourceAccumulatorApplyGradient',
+                                  'SparseAccumulatorApplyGradient'})
+_ACCUMULATOR_TAKES = frozenset({'AccumulatorTakeGradient', 'ResourceAccumulatorTakeGradient',
+                                'SparseAccumulatorTakeGradient'})
+# The all-reduces step_traffic counts: deploy()'s, MultiWorkerMirroredStrategy's.
+ALL_REDUCES = frozenset({'CollectiveReduce', 'CollectiveReduceV2'})
+_DEQUEUES = frozenset({'QueueDequeue', 'QueueDequeueV2'})
+_ENQUEUES = frozenset({'QueueEnqueue', 'QueueEnqueueV2', 'QueueEnqueueMany',
+                       'QueueEnqueueManyV2'})
+
+EACH_WAY = 'each way'
+IN_THEN_OUT = 'in then out'
+OUT_THEN_IN = 'out then in'
+# What each rule means, in a line.
+RULES = {EACH_WAY: 'both directions at once',
+         IN_THEN_OUT: 'what it sends waits for what it received',
+         OUT_THEN_IN: "synchronous workers: each one's gradients wait for its reads, which "
+                      'wait for the last update'}
 
 
 @dataclasses.dataclass(frozen=True)
 class Link:
-    """One host's network link and the bytes it carries per step, in and out."""
+    """One host's network link: the bytes it carries per step, in and out, and `bytes`, those
+    that must pass through it one after another, by `rule` (EACH_WAY, IN_THEN_OUT or
+    OUT_THEN_IN: see the module's docstring)."""
     name: str
     bytes_in: int
     bytes_out: int
-
-    @property
-    def bytes(self):
-        """The bytes of its busier direction."""
-        return max(self.bytes_in, self.bytes_out)
+    bytes: int
+    rule: str
 
     @property
     def direction(self):
@@ -106,8 +159,10 @@ class PsGroup:
     one worker's step moves between them and the worker.
 
     name: the op they are placed with (the variable). task: its ps task.
-    received: ((tensor name, bytes), ...): the worker's tensors its ops use.
-    sent: ((tensor name, bytes), ...): its tensors the worker's ops use.
+    received: ((tensor name, bytes, bytes the worker received before it could send it), ...):
+      the worker's tensors its ops use.
+    sent: ((tensor name, bytes, bytes the worker sends only after receiving it), ...): its
+      tensors the worker's ops use.
     """
     name: str
     task: int
@@ -117,7 +172,7 @@ class PsGroup:
     @property
     def bytes(self):
         """Its bytes per worker step, both ways."""
-        return sum(size for _, size in self.received + self.sent)
+        return sum(size for _, size, _ in self.received + self.sent)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,16 +181,20 @@ class StepTraffic:
 
     workers: W. worker: each worker's link (all alike). ps_tasks: each ps task's link,
     carrying all W workers' steps (none without ps tasks). all_reduces: None when the step
-    has none. groups: the PsGroups on the ps tasks, for ps_advice. unknown: tensors
-    crossing the network whose size the graph does not give (not counted). functions: the
-    names of the step's ops running function bodies (tf.cond and the like, e.g. of
-    gradient accumulation or loss scaling), whose inside is not counted.
+    has none. synchronous: whether the workers step in lockstep (a SyncReplicasOptimizer
+    aggregating W gradients per update), which makes the ps tasks' links OUT_THEN_IN.
+    groups: the PsGroups on the ps tasks, for ps_advice. unknown: tensors crossing the
+    network whose size the graph does not give, and all-reduces whose group size or key
+    is not a constant (not counted). functions: the names of the step's ops running
+    function bodies (tf.cond and the like, e.g. of gradient accumulation or loss scaling),
+    whose inside is not counted.
     """
     workers: int
     worker: Link
     ps_tasks: tuple
     all_reduces: AllReduces | None
-    groups: tuple = dataclasses.field(repr=False)
+    synchronous: bool = False
+    groups: tuple = dataclasses.field(default=(), repr=False)
     unknown: int = 0
     functions: tuple = ()
 
@@ -146,24 +205,24 @@ class StepTraffic:
 
     @property
     def busiest(self):
-        """The links whose busier direction carries the most bytes: the bottleneck."""
+        """The links with the most bytes to pass one after another: the bottleneck."""
         most = max(link.bytes for link in self.links)
         return tuple(link for link in self.links if link.bytes == most)
 
     def seconds(self, link_gbps):
         """The least time a step needs on full-duplex links of `link_gbps` Gbit/s each
-        way: the bytes of the busiest link's busier direction over the bandwidth."""
+        way: the busiest link's bytes over the bandwidth."""
         return transfer_seconds(self.busiest[0].bytes, link_gbps)
 
 
 @dataclasses.dataclass(frozen=True)
 class PsAdvice:
-    """How many ps tasks keep each ps task's link within a worker's (their busier
-    directions compared), with the PsGroups spread largest first onto the least-loaded.
+    """How many ps tasks keep each ps task's link within a worker's (their Link.bytes
+    compared), with the PsGroups spread largest first onto the least-loaded.
 
     tasks: the smallest such number; None if none does: the group placed with `variable`
-    alone moves `variable_bytes` (all workers' steps, its busier direction), more than
-    `worker_bytes`, a worker's link's busier direction, and a group is not split.
+    alone on a task makes its link's bytes `variable_bytes` (all workers' steps), more than
+    `worker_bytes`, a worker's link's, and a group is not split.
     """
     tasks: int | None
     variable: str
@@ -217,8 +276,8 @@ def step_traffic(graph, config, fetches=None):
     worker = _task(tf.DeviceSpec.from_string(config.worker_device or '/job:localhost'))
     placement = _Placement(graph, worker)
     transfers = {}  # (tensor name, receiving task) -> (sending task, bytes).
-    unknown = set()
-    groups = collections.defaultdict(lambda: ({}, {}))  # Name -> (received, sent).
+    tensors, unknown = {}, set()
+    pushed, pulled = [], []  # (Group name, tensor name, ...) of what ps tasks get, give.
     for op in sorted(step, key=lambda op: op._id):
         receiver = placement.task(op)
         for tensor in op.inputs:
@@ -230,23 +289,43 @@ def step_traffic(graph, config, fetches=None):
                 unknown.add(tensor.name)
                 continue
             transfers[tensor.name, receiver] = (sender, size)
+            tensors[tensor.name] = tensor
             if receiver[0] == config.ps_job_name and sender == worker:
-                groups[placement.group(op)][0][tensor.name] = size
+                pushed.append((placement.group(op), tensor.name, receiver))
             if sender[0] == config.ps_job_name and receiver == worker:
-                groups[placement.group(tensor.op)][1][tensor.name] = size
-    all_reduces = _all_reduces(step)
+                pulled.append((placement.group(tensor.op), tensor.name))
+    before, after = _waits(step, placement, worker, transfers, tensors)
+    groups = collections.defaultdict(lambda: ({}, {}))  # Name -> (received, sent).
+    for group, name, receiver in pushed:
+        groups[group][0][name] = (transfers[name, receiver][1], before[name, receiver])
+    for group, name in pulled:
+        groups[group][1][name] = (transfers[name, worker][1], after[name])
+    all_reduces, unknown_reduces = _all_reduces(step)
     ring = all_reduces.network_bytes if all_reduces else 0
     workers = config.num_replicas
+    synchronous = _synchronous(graph, step, workers)
+    worker_outs = [(size, before[key]) for key, (sender, size) in transfers.items()
+                   if sender == worker]
+    worker_ins = [size for (_, receiver), (_, size) in transfers.items() if receiver == worker]
+    ps_links = []
+    for task in range(config.num_ps_tasks):
+        ps = (config.ps_job_name, task)
+        ins = [(size, before.get(key, 0)) for key, (_, size) in transfers.items()
+               if key[1] == ps]
+        outs = [(size, after[name] if receiver == worker else 0)
+                for (name, receiver), (sender, size) in transfers.items() if sender == ps]
+        ps_links.append(_ps_link(f'ps task {task}', ins, outs, workers, synchronous))
     return StepTraffic(
         workers=workers,
-        worker=_link('worker', transfers, worker, 1, ring),
-        ps_tasks=tuple(_link(f'ps task {t}', transfers, (config.ps_job_name, t), workers)
-                       for t in range(config.num_ps_tasks)),
+        worker=_worker_link(worker_ins, worker_outs, ring),
+        ps_tasks=tuple(ps_links),
         all_reduces=all_reduces,
+        synchronous=synchronous,
         groups=tuple(PsGroup(name, placement.task(graph.get_operation_by_name(name))[1],
-                             tuple(received.items()), tuple(sent.items()))
+                             tuple((tensor, *sizes) for tensor, sizes in received.items()),
+                             tuple((tensor, *sizes) for tensor, sizes in sent.items()))
                      for name, (received, sent) in sorted(groups.items())),
-        unknown=len(unknown),
+        unknown=len(unknown) + unknown_reduces,
         functions=tuple(sorted(op.name for op in step if _calls_function(op))))
 
 
@@ -260,60 +339,179 @@ def ps_advice(traffic):
     if not traffic.ps_tasks:
         return None
     groups = sorted(traffic.groups, key=lambda group: (-group.bytes, group.name))
+    worker = traffic.worker.bytes
     if not groups:
-        return PsAdvice(1, '', 0, 0)
-    workers = traffic.workers
-    largest = max(groups, key=lambda group: _spread([group], 1, workers)[0])
-    largest_bytes = _spread([largest], 1, workers)[0]
-    busiest, worker = _spread(groups, len(groups), workers)
-    if busiest > worker:  # Even alone on a task, the largest group is too much.
+        return PsAdvice(1, '', 0, worker)
+
+    def busiest(spread, tasks):
+        return _spread(spread, tasks, traffic.workers, traffic.synchronous)
+
+    largest = max(groups, key=lambda group: busiest([group], 1))
+    largest_bytes = busiest([largest], 1)
+    if busiest(groups, len(groups)) > worker:  # Even alone on a task, a group is too much.
         return PsAdvice(None, largest.name, largest_bytes, worker)
-    everything, least = _spread(groups, 1, workers)  # The fewest bytes there are.
-    for tasks in range(max(1, math.ceil(everything / max(least, 1))), len(groups)):
-        fewer_busiest, fewer_worker = _spread(groups, tasks, workers)
-        if fewer_busiest <= fewer_worker:
-            return PsAdvice(tasks, largest.name, largest_bytes, fewer_worker)
-    return PsAdvice(len(groups), largest.name, largest_bytes, worker)
+    # A task carries at most `worker` bytes: fewer tasks than this cannot do.
+    fewest = max(1, math.ceil(busiest(groups, 1) / max(worker, 1)))
+    tasks = next(tasks for tasks in range(fewest, len(groups) + 1)
+                 if busiest(groups, tasks) <= worker)
+    return PsAdvice(tasks, largest.name, largest_bytes, worker)
 
 
-def _spread(groups, tasks, workers):
-    """(bytes of the busiest ps task's busier direction, bytes of a worker's link's busier
-    direction) when `groups` are spread, in order, over `tasks` ps tasks, each onto the
-    task carrying the fewest bytes so far, and each of `workers` workers steps once."""
+def _spread(groups, tasks, workers, synchronous):
+    """The Link.bytes of the busiest of `tasks` ps tasks when `groups` are spread, in order,
+    each onto the task carrying the fewest bytes so far, and each of `workers` workers steps
+    once (in lockstep if `synchronous`)."""
     loads = [0] * tasks
     received = [{} for _ in range(tasks)]
     sent = [{} for _ in range(tasks)]
     for group in groups:
         task = loads.index(min(loads))
         loads[task] += group.bytes
-        received[task].update(group.received)
-        sent[task].update(group.sent)
-    bytes_in = [sum(sizes.values()) for sizes in received]
-    bytes_out = [sum(sizes.values()) for sizes in sent]
-    return workers * max(bytes_in + bytes_out), max(sum(bytes_in), sum(bytes_out))
+        received[task].update((name, rest) for name, *rest in group.received)
+        sent[task].update((name, rest) for name, *rest in group.sent)
+    return max(_ps_link('', ins.values(), outs.values(), workers, synchronous).bytes
+               for ins, outs in zip(received, sent))
 
 
-def _link(name, transfers, task, workers, extra=0):
-    """The Link of `task` ((job, index)): `workers` x its bytes in `transfers`, plus
-    `extra` bytes each way."""
-    bytes_in = sum(size for (_, receiver), (_, size) in transfers.items() if receiver == task)
-    bytes_out = sum(size for (_, (sender, size)) in transfers.items() if sender == task)
-    return Link(name, workers * bytes_in + extra, workers * bytes_out + extra)
+def _worker_link(ins, outs, ring):
+    """A worker's Link: it receives tensors of `ins` bytes, sends `outs` ((bytes, bytes it
+    received before it could send them)) and all-reduces `ring` bytes each way."""
+    bytes_in, bytes_out = sum(ins) + ring, sum(size for size, _ in outs) + ring
+    return _ordered('worker', bytes_in, bytes_out, _one_after_another(outs), IN_THEN_OUT)
+
+
+def _ps_link(name, ins, outs, workers, synchronous):
+    """A ps task's Link: per worker step, it receives `ins` ((bytes, bytes the worker
+    received before it could send them)) and sends `outs` ((bytes, bytes the worker sends
+    only after receiving them)), for each of `workers` workers, in lockstep if
+    `synchronous`."""
+    ins, outs = list(ins), list(outs)
+    bytes_in = workers * sum(size for size, _ in ins)
+    bytes_out = workers * sum(size for size, _ in outs)
+    ordered = (max(_one_after_another(ins, workers), _one_after_another(outs, workers))
+               if synchronous else 0)
+    return _ordered(name, bytes_in, bytes_out, ordered, OUT_THEN_IN)
+
+
+def _ordered(name, bytes_in, bytes_out, ordered, rule):
+    """The Link whose bytes pass by `rule`, taking `ordered` bytes, unless each way takes as
+    many."""
+    each_way = max(bytes_in, bytes_out)
+    if ordered > each_way:
+        return Link(name, bytes_in, bytes_out, ordered, rule)
+    return Link(name, bytes_in, bytes_out, each_way, EACH_WAY)
+
+
+def _one_after_another(items, times=1):
+    """The least bytes passing one after another when `times` copies of each of `items`
+    ((bytes, other)) pass one way and each copy must follow, or be followed by, `other`
+    bytes passing elsewhere (over a link of the same bandwidth): over every k, the k items
+    of the most `other` bytes, the least of which is o_k, take o_k + times x their bytes."""
+    most, passed = 0, 0
+    for size, other in sorted(items, key=lambda item: -item[1]):
+        passed += times * size
+        most = max(most, other + passed)
+    return most
+
+
+def _waits(step, placement, worker, transfers, tensors):
+    """({(tensor name, receiving task): bytes the worker received before it could send it}
+    for the transfers the worker sends, {tensor name: bytes the worker sends only after
+    receiving it} for those it receives), of `transfers` ({(tensor name, receiving task):
+    (sending task, bytes)}) in the ops of `step`, through their data and control
+    dependencies. tensors: {name: tensor} of the transfers."""
+    received = [name for name, receiver in transfers if receiver == worker]
+    bits = {name: 1 << index for index, name in enumerate(received)}
+    masks = {}  # Op -> the bits of the received tensors it depends on.
+    for op in _in_order(step):
+        mask = 0
+        on_worker = placement.task(op) == worker
+        for tensor in op.inputs:
+            mask |= masks[tensor.op] | (bits.get(tensor.name, 0) if on_worker else 0)
+        for control in op.control_inputs:
+            mask |= masks[control]
+        masks[op] = mask
+    sizes = [transfers[name, worker][1] for name in received]
+    before, after = {}, dict.fromkeys(received, 0)
+    for (name, receiver), (sender, size) in transfers.items():
+        if sender != worker:
+            continue
+        mask = masks[tensors[name].op]
+        waited = [index for index in range(len(received)) if mask >> index & 1]
+        before[name, receiver] = sum(sizes[index] for index in waited)
+        for index in waited:
+            after[received[index]] += size
+    return before, after
+
+
+def _in_order(ops):
+    """`ops` (a set holding the inputs and control inputs of each) in an order that puts
+    every op after its inputs and control inputs."""
+    order, seen = [], set()
+    for root in sorted(ops, key=lambda op: op._id):
+        pending = [(root, False)]
+        while pending:
+            op, expanded = pending.pop()
+            if expanded:
+                order.append(op)
+                continue
+            if op in seen:
+                continue
+            seen.add(op)
+            pending.append((op, True))
+            pending += [(other, False) for other in _dependencies(op) if other not in seen]
+    return order
+
+
+def _dependencies(op):
+    """The ops of `op`'s inputs and its control inputs."""
+    return [tensor.op for tensor in op.inputs] + list(op.control_inputs)
+
+
+def _synchronous(graph, step, workers):
+    """Whether `step` pushes its gradients into accumulators that an update takes `workers`
+    gradients from, then waits for a token queued after that update
+    (tf.train.SyncReplicasOptimizer's protocol): its workers step in lockstep."""
+    accumulators = {op.inputs[0].op for op in step if op.type in _ACCUMULATOR_APPLIES}
+    queues = {op.inputs[0].op for op in step if op.type in _DEQUEUES}
+    if not accumulators or not queues:
+        return False
+    takes = [op for op in graph.get_operations()
+             if op.type in _ACCUMULATOR_TAKES and op.inputs[0].op in accumulators]
+    if ({op.inputs[0].op for op in takes} != accumulators or
+            any(tf.get_static_value(op.inputs[1]) != workers for op in takes)):
+        return False
+    return any(set(takes) <= needed_ops([op]) for op in graph.get_operations()
+               if op.type in _ENQUEUES and op.inputs[0].op in queues)
 
 
 def _all_reduces(step):
-    """The AllReduces of the CollectiveReduce ops among `step`'s ops; None if none."""
-    instances = collections.defaultdict(list)  # Instance key -> its ops here.
+    """(The AllReduces of the CollectiveReduce and CollectiveReduceV2 ops among `step`'s
+    ops, None if none; the number of those whose size, group size or key the graph does
+    not give as a constant, not counted)."""
+    instances = collections.defaultdict(list)  # (Group key, instance key) -> its ops here.
+    sizes, unknown = {}, 0
     for op in step:
+        if op.type not in ALL_REDUCES:
+            continue
         if op.type == 'CollectiveReduce':
-            instances[op.get_attr('instance_key')].append(op)
+            keys = op.get_attr('group_key'), op.get_attr('instance_key')
+            members = op.get_attr('group_size')
+        else:  # CollectiveReduceV2: input, group size, group key, instance key, ...
+            members, *keys = (tf.get_static_value(tensor) for tensor in op.inputs[1:4])
+        size = _tensor_bytes(op.inputs[0])
+        if size is None or members is None or None in keys:
+            unknown += 1
+            continue
+        instances[tuple(int(key) for key in keys)].append(op)
+        sizes[tuple(int(key) for key in keys)] = (size, int(members))
     if not instances:
-        return None
+        return None, unknown
     return AllReduces(
         count=len(instances),
-        bytes=sum(_tensor_bytes(ops[0].inputs[0]) or 0 for ops in instances.values()),
-        members=max(ops[0].get_attr('group_size') for ops in instances.values()),
-        local_members=max(len(ops) for ops in instances.values()))
+        bytes=sum(size for size, _ in sizes.values()),
+        members=max(members for _, members in sizes.values()),
+        local_members=max(len(ops) for ops in instances.values())), unknown
 
 
 def needed_ops(fetches):
@@ -323,7 +521,7 @@ def needed_ops(fetches):
     needed = set(pending)
     while pending:
         op = pending.pop()
-        for other in [tensor.op for tensor in op.inputs] + list(op.control_inputs):
+        for other in _dependencies(op):
             if other not in needed:
                 needed.add(other)
                 pending.append(other)
@@ -350,10 +548,11 @@ class _Placement:
     """The task each op of a graph runs on, as TensorFlow's placer chooses: an op goes with
     the ops its colocation attribute names and with the op making each resource or
     reference it takes (a variable, for its reads and updates), unless it runs a function
-    body, whose ops TensorFlow places one by one. Such a group runs on the task its first
-    op making a resource or reference (and taking none) requests, the job or index that
-    leaves open taken from its other ops in creation order, else from this worker's task
-    (index 0 of another job)."""
+    body, whose ops TensorFlow places one by one; a SyncReplicasOptimizer's accumulator goes
+    with the variable it accumulates gradients for (made on its device). Such a group runs
+    on the task its first op making a resource or reference (and taking none) requests, the
+    job or index that leaves open taken from its other ops in creation order, else from
+    this worker's task (index 0 of another job)."""
 
     def __init__(self, graph, worker):
         self._parent = {}
@@ -363,6 +562,9 @@ class _Placement:
                 name = group.decode()[len('loc:@'):]
                 if name in names:
                     self._union(op.name, name)
+            accumulated = _accumulated_variable(op)
+            if accumulated in names:
+                self._union(op.name, accumulated)
             if _calls_function(op):  # TensorFlow places its body's ops one by one.
                 continue
             for tensor, dtype in zip(op.inputs, op._input_types):
@@ -408,6 +610,15 @@ def _calls_function(op):
     """Whether `op` runs a function body: tf.cond, tf.while_loop, tf.switch_case (control
     flow v2) or a tf.function call."""
     return op.type in _FUNCTION_CALLS
+
+
+def _accumulated_variable(op):
+    """The name of the variable whose gradients `op` accumulates, if it is the accumulator a
+    SyncReplicasOptimizer made for it (shared_name '<variable>:0/grad_accum'); else None."""
+    if op.type not in _ACCUMULATORS:
+        return None
+    variable, _, suffix = op.get_attr('shared_name').decode().rpartition(':0/')
+    return variable if suffix == 'grad_accum' else None
 
 
 def _makes_state(op):

@@ -349,7 +349,7 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
                 hooks=all_hooks)
         else:
             session = tf.train.MonitoredSession(
-                _WorkerSessionCreator(scaffold, master, config, watchdog), hooks=all_hooks)
+                WorkerSessionCreator(scaffold, master, config, watchdog), hooks=all_hooks)
         with session:
             while not session.should_stop():
                 session.run(train_tensor)
@@ -377,7 +377,7 @@ def _interrupted(stop, global_step, checkpointed, train_dir):
                        stop.signum)
 
 
-class _WorkerSessionCreator(tf.train.SessionCreator):
+class WorkerSessionCreator(tf.train.SessionCreator):
     """TensorFlow's WorkerSessionCreator, checking every READY_POLL_SECS (instead of every
     30 s) whether the chief has initialized the variables; it waits as long as it takes, in
     `watchdog`'s waiting() (None: none)."""
