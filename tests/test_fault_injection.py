@@ -99,11 +99,14 @@ def test_partitions_on_emulated_hosts_heal_or_restart_the_job(digits_dir, tmp_pa
     assert (long['task'], long['signal'], long['partition_secs']) == (
         'worker:1', 'PARTITION', 16.4)
     # The short one healed with no restart; after the long one worker:1 found its ps silent
-    # and the launcher restarted the job, which resumed once the host was back.
+    # and the launcher restarted the job, whose chief resumed from its checkpoint. worker:1
+    # trains again once its host is back, unless the chief (which needs no other worker)
+    # has run the last steps by then: on a fast machine it does.
     assert short['restart'] is None and short['recovery_secs'] is not None
     assert long['restart'] == ('launch.py: worker:1 ended (exit code 75); restarting the whole '
                                'job (restart 1 of 4)')
-    assert long['resumed_from'] is not None and long['recovery_secs'] > 16.4
+    assert long['resumed_from'] is not None
+    assert long['recovery_secs'] is None or long['recovery_secs'] > 16.4
     assert summary['final_checkpoint_step'] == 300 == checkpoint_step(train_dir)
     assert summary['accuracy'] >= 0.8 and summary['failure'] is None
     assert processes_mentioning(str(train_dir)) == []
