@@ -5,6 +5,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.model_deploy import (DeploymentConfig, deploy, optimize_clones,
                                                  create_clones)
 from helpers import assert_values_close, cpu_session, labelled_images
@@ -142,3 +143,22 @@ def test_sync_replicas_optimizer_aggregates_instead():
         with pytest.raises(ValueError, match='give it replicas_to_aggregate x 4 instead'):
             deploy(DeploymentConfig(), lambda: _model(*map(tf.constant, _data(2))),
                    optimizer=optimizer, gradient_accumulation_steps=4)
+
+
+@pytest.mark.parametrize('precision, steps, setting', [
+    ('float32', 2, 'gradient_accumulation_steps=2'),
+    ('float16', 1, "precision='float16'"),
+])
+def test_conditional_updates_refuse_reference_variables(precision, steps, setting):
+    """Both apply the update inside a tf.cond, where the optimizer fails on a reference
+    variable with a TypeError deep in TensorFlow: the refusal names the variable."""
+    def model_fn():
+        with tf.variable_scope('conv', use_resource=False):
+            _model(*map(tf.constant, _data(2)))
+
+    with tf.Graph().as_default(), pytest.raises(UsageError) as refusal:
+        deploy(DeploymentConfig(precision=precision), model_fn, optimizer=OPTIMIZERS['rmsprop'](),
+               gradient_accumulation_steps=steps)
+    assert str(refusal.value) == (
+        f"{setting} updates the variables inside a tf.cond, where 'conv/conv/biases', a "
+        'reference (not resource) variable, cannot be updated: make it with use_resource=True')

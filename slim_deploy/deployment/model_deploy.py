@@ -42,6 +42,7 @@ import tensorflow.compat.v1 as tf
 from slim_deploy.deployment import (accumulation, all_reduce, communication, replicas, sharing,
                         sync_batch_norm, watchdog)
 from slim_deploy.deployment import precision as precision_lib
+from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.registry import Registry
 
 __all__ = [
@@ -849,6 +850,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     collection): an update with an Inf or NaN gradient is skipped, leaving the variables
     and the global step as they were.
 
+    Both apply the update inside a tf.cond, so the variables they train must be resource
+    variables (what TensorFlow 2 makes; UsageError for a reference variable).
+
     When replicated, var_list, summarize_gradients and the batch-norm updates concern clone
     0's variables (the canonical ones; its update ops update the moving statistics all
     clones share) and its all-reduced gradients. With several workers ('collective'), the
@@ -889,6 +893,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                 summaries.update(_add_gradients_summaries(
                     [(g, v) for g, v in clones_gradients if not copies or copies.is_canonical(v)]))
 
+            if gradient_accumulation_steps > 1 or loss_scale:
+                _require_resource_variables(
+                    clones_gradients, f'gradient_accumulation_steps={gradient_accumulation_steps}'
+                    if gradient_accumulation_steps > 1 else f'precision={config.precision!r}')
+
             def update(grads_and_vars):
                 return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
@@ -921,6 +930,17 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             timeout_secs=config.task_timeout_secs and max(
                 config.task_timeout_secs, START_TIMEOUT_SECS))))
     return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _require_resource_variables(grads_and_vars, setting):
+    """UsageError naming the first reference (not resource) variable: under `setting`
+    (e.g. 'gradient_accumulation_steps=4') the update runs inside a tf.cond, where the
+    optimizer cannot update a reference variable."""
+    refs = sorted(v.op.name for _, v in grads_and_vars if not replicas.is_resource(v))
+    if refs:
+        raise UsageError(f'{setting} updates the variables inside a tf.cond, where {refs[0]!r}, '
+                         'a reference (not resource) variable, cannot be updated: make it '
+                         'with use_resource=True')
 
 
 def _set_local_init_op(op):

@@ -59,7 +59,7 @@ class Replicas:
         variable they read (made on first need) instead of the canonical variable."""
         variables = {}  # Ref of what an op reads a trainable resource variable through.
         for variable in tf.trainable_variables():
-            if not _is_resource(variable):
+            if not is_resource(variable):
                 continue
             variables[variable.handle.ref()] = variable
         reads = {}  # Canonical -> a read of its copy, for reads made outside the clone.
@@ -79,7 +79,7 @@ class Replicas:
                         with tf.device(self._devices[clone_index]), tf.name_scope(None):
                             reads[variable] = self._copy(clone_index, variable).read_value()
                     op._update_input(index, reads[variable])
-        refs = sorted(v.op.name for v in tf.trainable_variables() if not _is_resource(v) and
+        refs = sorted(v.op.name for v in tf.trainable_variables() if not is_resource(v) and
                       any(c in built for t in (v.op.outputs[0], v.value()) for c in t.consumers()))
         if refs:
             raise UsageError(f'clone {clone_index} of model_fn reads {refs[0]!r}, a reference '
@@ -191,7 +191,7 @@ class Replicas:
                             name='sync_replicas')
 
 
-def _is_resource(variable):
+def is_resource(variable):
     """Whether `variable` is a resource variable (TensorFlow 2's kind), not a reference one."""
     return variable.op.type == 'VarHandleOp'
 
