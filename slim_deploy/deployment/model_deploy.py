@@ -40,7 +40,7 @@ from typing import Callable
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.deployment import (accumulation, all_reduce, communication, replicas, sharing,
-                        sync_batch_norm, watchdog)
+                                    sync_batch_norm, watchdog)
 from slim_deploy.deployment import precision as precision_lib
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.registry import Registry
@@ -548,68 +548,10 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
         if graph is None:
             raise ValueError('placement_plan needs the graph to estimate the network time of '
                              'a step (link_gbps)')
-        rows += _network_rows(communication.step_traffic(graph, config, fetches), link_gbps)
+        rows += communication.plan_rows(communication.step_traffic(graph, config, fetches),
+                                        link_gbps)
     width = max(len(role) for role, _ in rows)
     return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
-
-
-def _network_rows(traffic, link_gbps):
-    """The placement plan's rows on the network: what StepTraffic `traffic` (None: the
-    graph has no training step) needs of links of `link_gbps` Gbit/s."""
-    human_bytes = communication.human_bytes
-    if traffic is None:
-        return [('network', "no estimate: the graph has no training step ('train_op')")]
-    uncounted = ([f'{traffic.unknown} tensors of unknown size'] if traffic.unknown else []) + (
-        [f'the ops inside {", ".join(traffic.functions)}'] if traffic.functions else [])
-    caveat = f'; not counted: {" and ".join(uncounted)}' if uncounted else ''
-    reduces = traffic.all_reduces
-    if not any(link.bytes for link in traffic.links):
-        local = ('the variables are on this machine' if reduces is None else
-                 f'the {reduces.members} clones all-reduce {human_bytes(reduces.bytes)} per '
-                 f"step among this machine's devices, each sending "
-                 f'{human_bytes(reduces.member_bytes)} to the next')
-        return [('network', f'nothing crosses it: {local}{caveat}')]
-
-    def seconds(size):
-        return communication.human_seconds(communication.transfer_seconds(size, link_gbps))
-
-    plural = '' if traffic.workers == 1 else 's'
-    workers = f'{traffic.workers} worker{plural}'
-    rows = [('network', f'per step of {workers}, on full-duplex links of {link_gbps:g} Gbit/s '
-                        f'({link_gbps * 125:g} MB/s) each way{caveat}')]
-    ps_whose = (f'{traffic.workers} synchronous worker{plural}' if traffic.synchronous
-                else workers)
-    carried = ['each worker'] + [ps_whose] * len(traffic.ps_tasks)
-    if reduces and reduces.network_bytes:
-        carried[0] += (f'; a ring all-reduce of {human_bytes(reduces.bytes)} in '
-                       f'{reduces.count} pack{"" if reduces.count == 1 else "s"} over '
-                       f'{reduces.members} members: 2 x {reduces.members - 1}/'
-                       f'{reduces.members} of it each way')
-    busiest = traffic.busiest
-    for index, (link, whose) in enumerate(zip(traffic.links, carried)):
-        rows.append(('worker' if index == 0 else f'ps {index - 1}',
-                     f'in {human_bytes(link.bytes_in)}, out {human_bytes(link.bytes_out)} '
-                     f'({whose}): {seconds(link.bytes)}, {link.rule}'
-                     + ('  <- bottleneck' if link in busiest else '')))
-    names = '; '.join(f"{'each worker' if link is traffic.worker else link.name}'s, "
-                      f'{link.rule} ({communication.RULES[link.rule]})' for link in busiest)
-    rows.append(('step', f'>= {seconds(busiest[0].bytes)}: the bytes of the busiest '
-                         f"link{'s' * (len(busiest) > 1)} over the bandwidth: {names}"))
-    advice = communication.ps_advice(traffic)
-    if advice is None or busiest[0].bytes < 1.01 * traffic.worker.bytes:
-        return rows  # Said when more ps tasks would cut the bound by 1% or more.
-    if advice.tasks is None:
-        rows.append(('advice', 'no number of ps tasks takes the bottleneck off the ps tasks: '
-                               f'alone on a task, {advice.variable} and the ops placed with it '
-                               f'pass {human_bytes(advice.variable_bytes)} per step '
-                               f"({workers}), more than a worker's link "
-                               f'({human_bytes(advice.worker_bytes)}), and a variable is not '
-                               'split'))
-    else:
-        rows.append(('advice', f"{advice.tasks} ps tasks with ps_strategy 'bytes' would keep "
-                               "each ps task's link within a worker's "
-                               f'({human_bytes(advice.worker_bytes)})'))
-    return rows
 
 
 def _clone_placement(config, variables):
