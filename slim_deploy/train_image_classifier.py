@@ -1,6 +1,6 @@
 r"""Trains an image classifier as N data-parallel clones (TF-Slim's flags and semantics).
 
-    python train_image_classifier.py            # lenet on the embedded digits, 2 clones
+    python train_image_classifier.py            # lenet on the embedded digits, 1 clone
     python train_image_classifier.py --dataset_name=cifar10 --dataset_dir=DIR \
         --model_name=cifarnet --num_clones=4 --train_dir=/tmp/cifarnet
 
