@@ -1,6 +1,6 @@
 """Helpers of the cluster tests: training tasks as real processes, through the launcher or
 started one by one (on this machine's network or on emulated hosts), and what they left.
-Built on helpers.py (which holds REPO, ENV, TRAIN, train_args, tf_config, checkpoint_step)."""
+Built on helpers.py (its REPO, ENV, TRAIN, run, start_logged, tf_config and wait_for)."""
 import re
 import signal
 import sys
@@ -8,8 +8,8 @@ import sys
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.deployment import launch
-from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
 from slim_deploy.nets import nets_factory
+from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
 
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.
 

@@ -1,8 +1,9 @@
 """Helpers of the tests: the project's programs run as a user runs them (subprocesses), a
 training process writing to a log, waiting for what it writes, a task's TF_CONFIG, what a
-run left (its checkpoint's step), a caught error's one-line message, and graphs' parts
-(variables, random labelled images, a session on CPU devices). Cluster processes are in
-clusters.py, which builds on this module; fixtures (the converted digits) in conftest.py."""
+run left (its checkpoint's step, its evaluations), a caught error's one-line message, and
+graphs' parts (variables, random labelled images, a session on CPU devices). Cluster
+processes are in clusters.py, which builds on this module; fixtures (the converted digits,
+fast variable creation) in conftest.py."""
 import json
 import os
 import subprocess
@@ -11,6 +12,8 @@ import time
 
 import numpy as np
 import tensorflow.compat.v1 as tf
+
+from slim_deploy.image_classifier import evaluate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = [sys.executable, os.path.join(REPO, 'train_image_classifier.py')]
@@ -80,6 +83,14 @@ def checkpoint_step(train_dir):
     """The global step of train_dir's latest checkpoint; None without one."""
     latest = tf.train.latest_checkpoint(str(train_dir))
     return int(latest.rsplit('-', 1)[1]) if latest else None
+
+
+def evaluations(train_dir):
+    """The evaluations an evaluator recorded in train_dir's eval/ history, oldest first:
+    [{'global_step': ..., 'checkpoint': ..., 'num_examples': ..., metric: value, ...}]."""
+    path = os.path.join(train_dir, 'eval', evaluate.HISTORY_FILENAME)
+    with open(path) as history:
+        return [json.loads(line) for line in history]
 
 
 def variable_shapes():

@@ -11,7 +11,8 @@ import pytest
 
 from clusters import Cluster, assert_restores, launch_cluster, steps_run, task_lines
 from slim_deploy.deployment import launch
-from helpers import ENV, TRAIN, checkpoint_step, run, run_script, tf_config, train_args
+from helpers import (ENV, TRAIN, checkpoint_step, evaluations, run, run_script, tf_config,
+                     train_args)
 
 pytestmark = pytest.mark.cluster
 
@@ -83,7 +84,7 @@ def test_collective_workers_synchronize_batch_norm_and_accumulate(digits_dir, tm
 
 
 @pytest.mark.parametrize('num_ps_tasks, variable_update', [(1, 'parameter_server'),
-                                                          (0, 'collective')])
+                                                           (0, 'collective')])
 def test_bfloat16_workers_train_through_their_servers(digits_dir, tmp_path, num_ps_tasks,
                                                       variable_update):
     """bfloat16 in sessions through a gRPC server (TensorFlow 2.21 fused a bfloat16
@@ -272,8 +273,8 @@ def test_evaluator_task_evaluates_checkpoints_until_the_last_step(digits_dir, tm
                                   args=train_args(train_dir, digits_dir, 200,
                                                   '--save_interval_secs=2'))
     assert code == 0, output[-3000:]
-    lines = (train_dir / 'eval' / 'metrics.jsonl').read_text().splitlines()
-    steps = [json.loads(line)['global_step'] for line in lines]
+    evaluated = evaluations(train_dir)
+    steps = [evaluation['global_step'] for evaluation in evaluated]
     assert steps == sorted(set(steps)) and steps[-1] == 200
-    assert json.loads(lines[-1])['num_examples'] == 360  # The digits' test split.
+    assert evaluated[-1]['num_examples'] == 360  # The digits' test split.
     assert any(line.startswith('[evaluator:0] ') for line in output.splitlines())

@@ -20,7 +20,7 @@ from slim_deploy.deployment.communication import EACH_WAY, IN_THEN_OUT, OUT_THEN
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.launch import LOCALHOST, free_ports
 from slim_deploy.deployment.model_deploy import (ALL_REDUCE_PACK_BYTES, DeploymentConfig, deploy,
-                                     placement_plan)
+                                                 placement_plan)
 from helpers import run_script
 from slim_deploy.image_classifier import parts, train
 from slim_deploy.image_classifier.config import TrainConfig
@@ -62,8 +62,9 @@ def built(config, model_fn, optimizer=None):
     return graph
 
 
-def _variable_bytes(variable):
-    return variable.shape.num_elements() * variable.dtype.base_dtype.size
+def _bytes(value):
+    """Bytes of a variable or tensor of known shape."""
+    return value.shape.num_elements() * value.dtype.base_dtype.size
 
 
 @pytest.mark.parametrize('clones, workers, ps_tasks, replica_id, strategy', [
@@ -79,9 +80,9 @@ def test_ps_links_carry_each_variable_once_each_way(clones, workers, ps_tasks, r
                               num_ps_tasks=ps_tasks, ps_strategy=strategy)
     graph = built(config, lenet_model_fn())
     with graph.as_default():
-        sizes = {v.op.name: _variable_bytes(v) for v in tf.trainable_variables()}
+        sizes = {v.op.name: _bytes(v) for v in tf.trainable_variables()}
         devices = {v.op.name: v.op.device for v in tf.trainable_variables()}
-    assert sum(sizes.values()) == LENET_KERNELS + LENET_BIASES
+    assert sum(sizes.values()) == LENET
     traffic = communication.step_traffic(graph, config)
     assert traffic.worker == Link('worker', LENET, LENET, 2 * LENET, IN_THEN_OUT)
     for task, link in enumerate(traffic.ps_tasks):
@@ -125,7 +126,7 @@ def _sent_by_tensorflow(graph, run_metadata):
     tasks."""
     sent = collections.Counter()
     for sender, receiver, tensor in _sends_by_tensorflow(graph, run_metadata):
-        sent[sender, receiver] += tensor.shape.num_elements() * tensor.dtype.base_dtype.size
+        sent[sender, receiver] += _bytes(tensor)
     return sent
 
 
@@ -257,7 +258,7 @@ def test_collective_links_carry_the_ring_all_reduce_of_the_gradients(pack_bytes)
             7 * 7 * 64 * 1024,  # fc3's kernel, alone.
             64 + 5 * 5 * 32 * 64 + 32 + 5 * 5 * 1 * 32]  # The convolutions'.
     assert sum(op.inputs[0].shape.num_elements() * 4 for op in reduces) == (
-        LENET_KERNELS + LENET_BIASES)
+        LENET)
     ring = 2 * 3 * LENET // 4
     assert traffic.worker == Link('worker', ring, ring, ring, EACH_WAY)
     assert traffic.ps_tasks == () and traffic.busiest == (traffic.worker,)
@@ -305,7 +306,7 @@ def test_replicated_moves_nothing_over_the_network():
     assert traffic.worker == Link('worker', 0, 0, 0, EACH_WAY)
     assert traffic.all_reduces.members == traffic.all_reduces.local_members == 2
     assert traffic.all_reduces.network_bytes == 0
-    assert traffic.all_reduces.member_bytes == LENET_KERNELS + LENET_BIASES  # 2 x 1/2 x S.
+    assert traffic.all_reduces.member_bytes == LENET  # 2 x 1/2 x S.
     assert placement_plan(config, graph, link_gbps=1).splitlines()[-1] == (
         "network      nothing crosses it: the 2 clones all-reduce 13.1 MB per step among "
         "this machine's devices, each sending 13.1 MB to the next")
@@ -441,11 +442,11 @@ def test_ps_advice_spreads_the_variables_over_enough_tasks(workers, tasks):
     (3 tasks would hold 2 on one)."""
     config = DeploymentConfig(num_replicas=workers, num_ps_tasks=1)
     equal = {name: 1000 for name in 'abcd'}
-    traffic = communication.step_traffic(built(config, sized_model_fn(equal)), config)
-    advice = communication.ps_advice(traffic)
+    graph = built(config, sized_model_fn(equal))
+    advice = communication.ps_advice(communication.step_traffic(graph, config))
     assert (advice.tasks, advice.worker_bytes) == (tasks, 16_000)
     assert advice.variable_bytes == workers * 4000
-    plan = placement_plan(config, built(config, sized_model_fn(equal)), link_gbps=1)
+    plan = placement_plan(config, graph, link_gbps=1)
     if workers == 1:
         assert 'advice' not in plan
     else:
@@ -479,7 +480,7 @@ def test_a_step_without_training_and_functions_are_said():
                gradient_accumulation_steps=2)  # The update is a tf.cond.
     traffic = communication.step_traffic(graph, config)
     assert traffic.functions == ('apply_every',)
-    assert traffic.worker.bytes_in == LENET_KERNELS + LENET_BIASES  # Each variable's read.
+    assert traffic.worker.bytes_in == LENET  # Each variable's read.
     assert 'not counted: the ops inside apply_every' in placement_plan(config, graph,
                                                                        link_gbps=1)
 

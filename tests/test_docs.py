@@ -9,8 +9,9 @@ import re
 import pytest
 
 from slim_deploy.image_classifier import flag_reference
+from helpers import REPO
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(REPO)
 DOCS = ROOT / 'docs'
 PAGES = sorted(DOCS.glob('*.md'))
 README_MAX_LINES = 200

@@ -199,7 +199,7 @@ def test_the_command_exits_1_naming_the_worst_variable_when_not_equivalent():
 
 
 DONE = [(model, mode, extra) for model, extra in (('lenet', []), ('cifarnet', []),
-                                                    ('mobilenet_v1', ['--sync_batch_norm']))
+                                                  ('mobilenet_v1', ['--sync_batch_norm']))
         for mode in ('parameter_server', 'replicated', 'collective')]
 
 

@@ -2,12 +2,11 @@
 (a worker, a ps task, the chief stopped by SIGTERM) and training ends at its last step."""
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-from helpers import ENV, REPO, checkpoint_step
+from helpers import REPO, checkpoint_step, run
 
 SCRIPT = os.path.join(REPO, 'benchmarks', 'fault_injection.py')
 TIME_LIMIT_SECS = 200  # The script's own bound; the subprocess gets a little more.
@@ -17,10 +16,8 @@ pytestmark = pytest.mark.cluster
 
 def fault_injection(*args):
     """Runs the script with --json; returns (exit code, summary or None, stderr)."""
-    result = subprocess.run([sys.executable, SCRIPT, '--json',
-                             f'--time_limit_secs={TIME_LIMIT_SECS}', *args],
-                            cwd=REPO, env=ENV, capture_output=True, text=True,
-                            timeout=TIME_LIMIT_SECS + 30)
+    result = run([sys.executable, SCRIPT, '--json', f'--time_limit_secs={TIME_LIMIT_SECS}',
+                  *args], cwd=REPO, timeout=TIME_LIMIT_SECS + 30)
     summary = json.loads(result.stdout) if result.stdout.strip() else None
     return result.returncode, summary, result.stderr
 
@@ -65,7 +62,7 @@ def test_launcher_survives_a_killed_ps_task_and_a_killed_worker(digits_dir, tmp_
 
 @pytest.mark.slow
 def test_chief_stopped_by_sigterm_checkpoints_its_step_and_resumes_from_it(digits_dir,
-                                                                          tmp_path):
+                                                                           tmp_path):
     train_dir = tmp_path / 'train'
     # One worker: no other one moves the global step between the stop and the checkpoint.
     code, summary, stderr = fault_injection(
@@ -121,8 +118,7 @@ def test_partitions_on_emulated_hosts_heal_or_restart_the_job(digits_dir, tmp_pa
     (['--plan=ps:0@PARTITION'], 'partitions need --emulated_hosts'),
 ])
 def test_bad_arguments_are_one_line(args, message):
-    result = subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, env=ENV,
-                            capture_output=True, text=True, timeout=60)
+    result = run([sys.executable, SCRIPT, *args], cwd=REPO, timeout=60)
     assert result.returncode == 2
     last = result.stderr.splitlines()[-1]
     assert last.startswith('fault_injection.py: error: ') and last.endswith(message)

@@ -18,16 +18,18 @@ import zipfile
 import pytest
 
 from slim_deploy import aliases
+import helpers
+from helpers import run
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(helpers.REPO)
 ENV = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}
 
 
 def python(code, *, executable=sys.executable, **env):
     """Runs `code` in a fresh interpreter from an empty directory; returns its stdout (the
     test fails, with stderr, if it exits non-zero)."""
-    result = subprocess.run([str(executable), '-c', textwrap.dedent(code)], cwd='/',
-                            env={**ENV, **env}, capture_output=True, text=True, timeout=120)
+    result = run([str(executable), '-c', textwrap.dedent(code)], env={**ENV, **env},
+                 timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -59,8 +61,7 @@ def test_slims_import_paths_give_slim_deploys_modules_once():
 
 
 def test_python_dash_m_runs_a_module_by_slims_name():
-    result = subprocess.run([sys.executable, '-m', 'deployment.launch', '--help'], cwd='/',
-                            env=ENV, capture_output=True, text=True, timeout=60)
+    result = run([sys.executable, '-m', 'deployment.launch', '--help'], env=ENV, timeout=60)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith('usage: ')
 

@@ -18,7 +18,7 @@ import kubernetes.client
 import pytest
 import yaml
 
-from helpers import ENV, REPO, checkpoint_step
+from helpers import ENV, REPO, TRAIN, checkpoint_step, evaluations, run, tf_config
 from slim_deploy.deployment import emulated_hosts, launch
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.image_classifier import config, slim_flags
@@ -216,11 +216,11 @@ def test_every_pod_resolves_its_own_task_from_job_completion_index(shape):
     counts = shape.counts
     tasks = {}
     for (job, _, pod_index), command in pod_commands(shape.manifest).items():
-        run = train_config(command, {'JOB_COMPLETION_INDEX': str(pod_index)}).cluster
-        tasks[run.cluster_task.name] = run.task  # The replica index of a chief or worker.
-        assert run.worker_replicas == counts.get('chief', 0) + counts.get('worker', 0)
-        assert run.num_ps_tasks == counts.get('ps', 0)
-        assert run.is_chief == (run.task == 0)
+        named = train_config(command, {'JOB_COMPLETION_INDEX': str(pod_index)}).cluster
+        tasks[named.cluster_task.name] = named.task  # The replica index of a chief or worker.
+        assert named.worker_replicas == counts.get('chief', 0) + counts.get('worker', 0)
+        assert named.num_ps_tasks == counts.get('ps', 0)
+        assert named.is_chief == (named.task == 0)
     replicas = [f'chief:{index}' for index in range(counts.get('chief', 0))] + [
         f'worker:{index}' for index in range(counts.get('worker', 0))]
     assert tasks == {**{f'ps:{index}': None for index in range(counts.get('ps', 0))},
@@ -234,8 +234,7 @@ def test_printing_a_manifest_imports_no_tensorflow():
                "code = launch.main(['--jobset=j', '--image=i', '--num_ps_tasks=1', "
                "'--worker_replicas=1', '--', 'train_image_classifier'])\n"
                "print(code, 'tensorflow' in sys.modules, file=sys.stderr)\n")
-    result = subprocess.run([sys.executable, '-c', program], cwd=REPO, env=ENV,
-                            capture_output=True, text=True, timeout=60)
+    result = run([sys.executable, '-c', program], cwd=REPO, timeout=60)
     assert result.stderr == '0 False\n'
     assert yaml.safe_load(result.stdout)['kind'] == 'JobSet'
 
@@ -265,25 +264,24 @@ HOST_FLAGS = ['train_image_classifier', '--ps_hosts=p0:2222', '--chief_host=c0:2
     ('chief', 0, 0), ('worker', 0, 1), ('worker', 1, 2), ('ps', 0, None), ('evaluator', 0, None),
 ])
 def test_the_task_index_is_job_completion_index(job, index, replica):
-    run = train_config([*HOST_FLAGS, f'--job_name={job}'],
-                       {'JOB_COMPLETION_INDEX': str(index)}).cluster
-    assert (run.cluster_task.task_type, run.cluster_task.task_index) == (job, index)
-    assert (run.task, run.worker_replicas, run.num_ps_tasks) == (replica, 3, 1)
-    assert run.is_chief == (job == 'chief')
+    named = train_config([*HOST_FLAGS, f'--job_name={job}'],
+                         {'JOB_COMPLETION_INDEX': str(index)}).cluster
+    assert (named.cluster_task.task_type, named.cluster_task.task_index) == (job, index)
+    assert (named.task, named.worker_replicas, named.num_ps_tasks) == (replica, 3, 1)
+    assert named.is_chief == (job == 'chief')
 
 
 def test_task_flag_wins_over_job_completion_index():
-    run = train_config([*HOST_FLAGS, '--job_name=worker', '--task=1'],
-                       {'JOB_COMPLETION_INDEX': '0'}).cluster
-    assert (run.cluster_task.name, run.task) == ('worker:1', 2)
+    named = train_config([*HOST_FLAGS, '--job_name=worker', '--task=1'],
+                         {'JOB_COMPLETION_INDEX': '0'}).cluster
+    assert (named.cluster_task.name, named.task) == ('worker:1', 2)
 
 
 def test_job_completion_index_names_no_task_without_host_flags():
-    tf_config = json.dumps({'cluster': {'worker': ['w0:2222', 'w1:2222'], 'ps': ['p0:2222']},
-                            'task': {'type': 'worker', 'index': 1}})
-    run = train_config(['train_image_classifier'],
-                       {'TF_CONFIG': tf_config, 'JOB_COMPLETION_INDEX': '0'}).cluster
-    assert run.cluster_task.name == 'worker:1'
+    cluster = {'worker': ['w0:2222', 'w1:2222'], 'ps': ['p0:2222']}
+    named = train_config(['train_image_classifier'], {
+        'TF_CONFIG': tf_config(cluster, 'worker', 1), 'JOB_COMPLETION_INDEX': '0'}).cluster
+    assert named.cluster_task.name == 'worker:1'
     alone = train_config(['train_image_classifier'], {'JOB_COMPLETION_INDEX': '3'}).cluster
     assert (alone.cluster_task, alone.task, alone.worker_replicas) == (None, 0, 1)
 
@@ -325,11 +323,9 @@ def test_a_bad_chief_host_is_one_line_naming_it(argv, message):
 
 @pytest.mark.slow
 def test_train_image_classifier_with_a_bad_job_completion_index_exits_2(tmp_path):
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, 'train_image_classifier.py'),
-         f'--train_dir={tmp_path}', '--ps_hosts=p0:2222', '--worker_hosts=w0:2222,w1:2222',
-         '--job_name=worker'], env={**ENV, 'JOB_COMPLETION_INDEX': '2'}, cwd='/',
-        capture_output=True, text=True, timeout=120)
+    result = run([*TRAIN, f'--train_dir={tmp_path}', '--ps_hosts=p0:2222',
+                  '--worker_hosts=w0:2222,w1:2222', '--job_name=worker'],
+                 env={**ENV, 'JOB_COMPLETION_INDEX': '2'}, timeout=120)
     assert (result.returncode, result.stdout) == (2, '')
     assert result.stderr == ('train_image_classifier.py: error: JOB_COMPLETION_INDEX 2 is out '
                              'of range: the cluster has 2 worker task(s), indices 0 to 1\n')
@@ -398,8 +394,8 @@ class Pod:
 def pods(manifest):
     """The pods of `manifest`'s replicated jobs, each as Kubernetes runs it: the container's
     command (its executable found on the image's PATH: this venv's console scripts), the
-    image's environment (this process's) with the container's env and JOB_COMPLETION_INDEX
-    (Indexed Jobs) and the host name JobSet gives it."""
+    image's environment (helpers.ENV, a user's shell) with the container's env and
+    JOB_COMPLETION_INDEX (Indexed Jobs) and the host name JobSet gives it."""
     path = os.pathsep.join([os.path.dirname(sys.executable), ENV['PATH']])
     for job in manifest['spec']['replicatedJobs']:
         template = job['template']['spec']
@@ -475,7 +471,6 @@ def test_rehearsal_of_a_manifest_on_emulated_hosts(capsys, digits_dir, tmp_path)
                 process.wait()
     assert emulated_hosts.instances() == before
     assert checkpoint_step(train_dir) == LAST_STEP
-    evaluated = [json.loads(line) for line in
-                 (train_dir / 'eval' / 'metrics.jsonl').read_text().splitlines()]
+    evaluated = evaluations(train_dir)
     assert evaluated[-1]['global_step'] == LAST_STEP
     assert evaluated[-1]['checkpoint'] == f'{train_dir}/model.ckpt-{LAST_STEP}'

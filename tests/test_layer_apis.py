@@ -18,7 +18,7 @@ import tf_slim as slim
 from slim_deploy.deployment import equivalence
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
-from helpers import cpu_session, labelled_images
+from helpers import cpu_session, labelled_images, variable_shapes
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 CLASSES = 3
@@ -165,7 +165,7 @@ def _single_clone_names(model_fn):
     """{global variable name: shape} and the trainable names of model_fn called once."""
     with tf.Graph().as_default():
         model_fn(*map(tf.constant, batch()))
-        return ({v.op.name: v.shape.as_list() for v in tf.global_variables()},
+        return (variable_shapes(),
                 sorted(v.op.name for v in tf.trainable_variables()))
 
 
@@ -179,8 +179,7 @@ def test_the_clones_share_one_set_of_variables_named_as_one_clones(style, variab
             model_fn.build_in(graph)
         _deploy(model_fn, *map(tf.constant, batch()), variable_update)
         assert sorted(v.op.name for v in tf.trainable_variables()) == trainable
-        deployed = {v.op.name: v.shape.as_list() for v in tf.global_variables()}
-        assert deployed == {**single, 'global_step': []}
+        assert variable_shapes() == {**single, 'global_step': []}
         copies = sorted(v.op.name for v in tf.local_variables() if v.op.name.startswith('clone'))
         if variable_update == 'parameter_server':
             assert copies == []
@@ -350,7 +349,7 @@ def _named_after_the_call(call, images, labels):
      r'call\)$'),
 ])
 def test_a_clone_that_cannot_share_is_refused_naming_the_variable(make, message,
-                                                                 variable_update):
+                                                                  variable_update):
     with tf.Graph().as_default():
         with pytest.raises(UsageError, match=message):
             _deploy(_counted(make), *map(tf.constant, batch()), variable_update)

@@ -68,7 +68,7 @@ def test_replicas_read_disjoint_parts(tmp_path, num_shards):
 
 
 @pytest.mark.parametrize('num_examples, batch_size, num_clones', [(23, 5, 2), (20, 5, 2),
-                                                                   (7, 10, 1)])
+                                                                  (7, 10, 1)])
 def test_evaluation_sees_every_example_exactly_once(tmp_path, num_examples, batch_size,
                                                      num_clones):
     split = write_split(tmp_path, num_examples=num_examples, num_shards=3)

@@ -54,7 +54,7 @@ def _graph_devices(graph):
 ])
 @pytest.mark.parametrize('use_resource', [False, True])
 def test_variables_go_largest_first_onto_the_least_loaded_task(num_ps_tasks, tasks,
-                                                                use_resource):
+                                                               use_resource):
     config = DeploymentConfig(num_ps_tasks=num_ps_tasks, ps_strategy='bytes')
     with tf.Graph().as_default() as graph:
         with tf.variable_scope('', use_resource=use_resource):

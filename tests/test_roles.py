@@ -1,17 +1,15 @@
 """roles.run: a cluster task's role decides what its process does (a trainer trains, the
 evaluator evaluates the chief's checkpoints, a ps task serves), and train() only trains."""
-import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 
 import pytest
 
+from slim_deploy.deployment import watchdog
 from slim_deploy.deployment.launch import LOCALHOST, free_ports
-from helpers import REPO, wait_for
 from slim_deploy.image_classifier import roles, train
+from helpers import REPO, TRAIN, evaluations, tf_config, wait_for
 from slim_deploy.image_classifier.config import TrainConfig
 
 # A cluster no test contacts: the evaluator and ps tasks below need no other task.
@@ -21,7 +19,7 @@ JOBS = {'worker': ['127.0.0.1:1'], 'ps': ['127.0.0.1:2']}
 def config(train_dir, digits_dir, task_type=None, **flags):
     """The TrainConfig of a 2-step lenet run in train_dir, as `task_type` of JOBS (None:
     outside any cluster)."""
-    task = task_type and json.dumps({'cluster': JOBS, 'task': {'type': task_type, 'index': 0}})
+    task = task_type and tf_config(JOBS, task_type, 0)
     return TrainConfig.from_flags({
         'train_dir': str(train_dir), 'dataset_dir': digits_dir, 'batch_size': 16,
         'num_clones': 1, 'max_number_of_steps': 2, 'tf_config': task, **flags})
@@ -42,29 +40,21 @@ def test_a_trainer_trains_and_the_evaluator_evaluates_its_checkpoints(digits_dir
     assert not (train_dir / 'eval').exists()
     # The evaluator returns after the checkpoint of the last step, which is there already.
     assert roles.run(config(train_dir, digits_dir, 'evaluator')) is None
-    lines = (train_dir / 'eval' / 'metrics.jsonl').read_text().splitlines()
-    assert [json.loads(line)['global_step'] for line in lines] == [2]
-    assert json.loads(lines[0])['num_examples'] == 360  # The digits' test split.
-
-
-def listening(port):
-    """Whether a server accepts connections on `port` of this machine."""
-    try:
-        socket.create_connection((LOCALHOST, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
+    evaluated = evaluations(train_dir)
+    assert [evaluation['global_step'] for evaluation in evaluated] == [2]
+    assert evaluated[0]['num_examples'] == 360  # The digits' test split.
 
 
 @pytest.mark.slow
 def test_the_script_as_a_ps_task_serves_until_sigterm(tmp_path):
     ps_port, = free_ports(LOCALHOST, 1)
     process = subprocess.Popen(
-        [sys.executable, 'train_image_classifier.py', f'--train_dir={tmp_path / "train"}',
+        [*TRAIN, f'--train_dir={tmp_path / "train"}',
          f'--ps_hosts=127.0.0.1:{ps_port}', '--worker_hosts=127.0.0.1:1', '--job_name=ps',
          '--task=0'], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: listening(ps_port), timeout=60, process=process)
+        wait_for(lambda: watchdog.answering({'ps:0': f'{LOCALHOST}:{ps_port}'}, 1),
+                 timeout=60, process=process)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     finally:
