@@ -96,7 +96,7 @@ class Injector:
     and recovery in a line."""
 
     def __init__(self, job, plan, started, deadline, recovery_timeout, last_kill_step, gap,
-                 say, partition_timeout=None, rng=None):
+                 say, partition_timeout, rng):
         self.job = job
         self.say = say
         self.plan = list(plan)
@@ -114,8 +114,8 @@ class Injector:
         self._heal = None  # (time.monotonic() to heal at, host) of the partition in force.
 
     def run(self):
-        """Injects until the launcher exits; Failure when the time limit passes or a task
-        does not recover in time."""
+        """Injects until the launcher exits; BenchmarkError when the time limit passes or a
+        task does not recover in time."""
         job = self.job
         while not job.ended:
             now = time.monotonic()

@@ -501,15 +501,15 @@ class LaunchedJob:
         task, text = match.groups()
         if PLACEMENT.match(text) or SERVING.match(text):
             self.started[task] = self.count
-        elif STEP.match(text):
-            self.step = int(STEP.match(text)[1])
+        elif step := STEP.match(text):
+            self.step = int(step[1])
             self.stepped[task] = self.count
-        elif RESUMING.match(text):
-            self.resumed.append((self.count, task, int(RESUMING.match(text)[1])))
-        elif STOPPED.match(text):
-            self.stopped.append((self.count, task, int(STOPPED.match(text)[1])))
-        elif FINISHED.match(text):
-            self.finished[task] = tuple(map(int, FINISHED.match(text).groups()))
+        elif resuming := RESUMING.match(text):
+            self.resumed.append((self.count, task, int(resuming[1])))
+        elif stopped := STOPPED.match(text):
+            self.stopped.append((self.count, task, int(stopped[1])))
+        elif finished := FINISHED.match(text):
+            self.finished[task] = tuple(map(int, finished.groups()))
 
 
 def final_checkpoint_step(train_dir):

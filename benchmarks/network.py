@@ -59,9 +59,6 @@ quiet.start()  # Before TensorFlow is imported.
 import argparse  # noqa: E402
 import collections  # noqa: E402
 import contextlib  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -85,18 +82,16 @@ SETUPS = {
                                    False),
 }
 BASELINE = 'multi_worker_mirrored'
-RATE = re.compile(r'(\d+(?:\.\d+)?)(mbit|gbit)')  # A tc rate this benchmark takes.
-RATE_GBPS = {'mbit': 1e-3, 'gbit': 1.0}  # Gbit/s per unit.
 
 
 def link_rates(text):
     """argparse type: comma-separated tc rates ('1gbit,100mbit') -> {rate: Gbit/s}."""
     rates = {}
     for rate in (part.strip() for part in text.split(',') if part.strip()):
-        match = RATE.fullmatch(rate)
-        if not match or float(match[1]) <= 0:
+        bits = emulated_hosts.rate_bits(rate)
+        if not bits:
             raise argparse.ArgumentTypeError(f'{rate!r} is not a rate such as 100mbit or 1gbit')
-        rates[rate] = float(match[1]) * RATE_GBPS[match[2]]
+        rates[rate] = bits / 1e9
     if not rates:
         raise argparse.ArgumentTypeError('no rate given')
     return rates
@@ -121,18 +116,16 @@ def start_setup(processes, hosts, args, name, link_gbps):
     role = dict(kind=setup.kind, precision='float32', xla=False, cluster=cluster,
                 devices=['/device:CPU:0'], cpu_devices=None)
 
-    def start(task, task_role, env=None):
+    def start(task, task_role):
         return processes.start(f'{label(args, name)} {task}', harness.role_command(
-            __file__, task_role, args, trainers.OPTIONS), env, launch.host_name(task))
+            __file__, task_role, args, trainers.OPTIONS), host=launch.host_name(task))
 
     for index in range(ps_tasks(args, name)):
         start(f'ps:{index}', dict(role, kind='ps', index=index))
     workers = []
     for index in range(args.workers):
-        env = {'TF_CONFIG': json.dumps({'cluster': cluster, 'task': {
-            'type': 'worker', 'index': index}})} if name == BASELINE else None
         workers.append(start(f'worker:{index}', dict(
-            role, index=index, sync_replicas=setup.sync_replicas, link_gbps=link_gbps), env))
+            role, index=index, sync_replicas=setup.sync_replicas, link_gbps=link_gbps)))
     return workers
 
 
@@ -182,10 +175,7 @@ def measure_link(args, rate, link_gbps, log):
             done=lambda number: log(f'{rate}: round {number}/{args.rounds} done, '
                                     f'{time.monotonic() - started:.0f} s'))
     for name, result in results.items():
-        rates, sec_per_step, losses = zip(*measured[name])
-        result['images_per_sec'], result['spread'] = harness.median_spread(rates)
-        result.update(images_per_sec_rounds=list(rates), sec_per_step_rounds=list(sec_per_step),
-                      sec_per_step=statistics.median(sec_per_step), loss_last=losses[-1])
+        result.update(trainers.summary(measured[name]))
         bound = result['bound_secs']
         result['step_over_bound'] = result['sec_per_step'] / bound if bound else None
     return {'link_gbps': link_gbps, 'setups': results,
@@ -227,16 +217,10 @@ def table(results):
         for setup in link['setups'].values():
             lines.append(setup_row(setup, link['ratios'].get(f"{setup['label']} / {baseline}"),
                                    notes))
-        advice = next((setup['network']['ps_advice'] for setup in link['setups'].values()
-                       if setup['network']['ps_advice']), None)
+        advice = next((setup['network']['advice'] for setup in link['setups'].values()
+                       if setup['network']['advice']), None)
         if advice:
-            notes.append('plan: ' + (
-                f"{advice['tasks']} ps task(s) keep each ps task's link within a worker's"
-                if advice['tasks'] else
-                "no number of ps tasks keeps each ps task's link within a worker's: "
-                f"alone on a task, {advice['variable']} passes "
-                f"{communication.human_bytes(advice['variable_bytes'])} per step, a worker's "
-                f"link {communication.human_bytes(advice['worker_bytes'])}"))
+            notes.append(f'plan: {advice}')
         lines += notes
     lines += ['', 'bound: the bytes the busiest link must pass one after another per step (read '
                   "from the worker's graph by communication.step_traffic: its busier direction, "

@@ -37,9 +37,9 @@ object instead, with the fields `model_name`, `batch_size`, `num_clones`, `devic
 `tensorflow`, `seconds` (the whole run) and `setups`: {setup name ("replicated bfloat16",
 "MirroredStrategy float32 xla"): {`variable_update` (or `mirrored`,
 `multi_worker_mirrored`), `precision`, `xla`, `processes`, `images_per_sec` (median),
-`images_per_sec_rounds`, `spread`, `sec_per_step`, `startup` {`import_secs`, `build_secs`,
-`init_secs`, `first_step_secs`, `to_first_step_secs` (build + init + first step)},
-`loss_first`, `loss_last`}}, and `ratios`: {"A / B": ratio of their median images/sec}.
+`images_per_sec_rounds`, `spread`, `sec_per_step` (median), `sec_per_step_rounds`,
+`startup` {`import_secs`, `build_secs`, `init_secs`, `first_step_secs`,
+`to_first_step_secs` (build + init + first step)}, `loss_first`, `loss_last`}}, and `ratios`: {"A / B": ratio of their median images/sec}.
 A process that fails or stops answering (--timeout_secs) ends the run with a one-line error
 and exit code 1; every process the benchmark started is ended on exit.
 """
@@ -53,9 +53,7 @@ quiet.start()  # Before TensorFlow is imported.
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -133,13 +131,9 @@ def start_setup(processes, args, setup, machine, ports):
     cluster = {'worker': [f'{launch.LOCALHOST}:{next(ports)}' for _ in range(workers)]}
     started = []
     for index in range(workers):
-        env = worker_env(index)
-        if setup.kind == 'multi_worker_mirrored':
-            env['TF_CONFIG'] = json.dumps(
-                {'cluster': cluster, 'task': {'type': 'worker', 'index': index}})
         started.append(start(f'{name} worker {index}', dict(
             role, index=index, cluster=cluster, devices=[worker_device], cpu_devices=None),
-            env))
+            worker_env(index)))
     return started
 
 
@@ -185,10 +179,7 @@ def benchmark(args, log):
         finally:
             processes.close()
     for name, result in results.items():
-        rates, sec_per_step, losses = zip(*measured[name])
-        result.update(images_per_sec_rounds=list(rates), loss_last=losses[-1])
-        result['images_per_sec'], result['spread'] = harness.median_spread(rates)
-        result['sec_per_step'] = statistics.median(sec_per_step)
+        result.update(trainers.summary(measured[name]))
     return {
         'model_name': args.model_name, 'batch_size': args.batch_size,
         'num_clones': args.num_clones, 'devices': machine[0][0].split(':')[1],

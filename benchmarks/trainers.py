@@ -7,7 +7,7 @@ or 'ps'; `precision`, a name of slim_deploy.deployment.precision.PRECISIONS; `xl
 `devices`, the devices of the process's clones or replicas (['/device:CPU:0', ...]); `cpu_devices`,
 the CPU device count of its session (None: TensorFlow's); and for a task of a cluster, `index` and
 `cluster` ({'worker': ['HOST:PORT', ...], 'ps': [...]}; MultiWorkerMirroredStrategy reads it
-from the TF_CONFIG the benchmark sets). The kinds: 'parameter_server' and 'replicated',
+from the TF_CONFIG its trainer sets). The kinds: 'parameter_server' and 'replicated',
 deploy() over the devices of one process; 'ps', ps task `index`, serving the variables of a
 cluster's workers; 'ps_worker', worker `index` of deploy() with the variables on the ps
 tasks, asynchronous, or with `sync_replicas` (bool) under a SyncReplicasOptimizer that
@@ -31,7 +31,9 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import signal
+import statistics
 import sys
 import time
 
@@ -204,21 +206,19 @@ def ps_worker_trainer(args, role):
 def collective_trainer(args, role):
     """Worker role['index'] of a 'collective' cluster: every worker initializes, then the
     chief's values are broadcast."""
-    task, cluster = role['index'], role['cluster']
-    leader = '/job:worker/replica:0/task:0'
+    task = ClusterTask(role['cluster'], 'worker', role['index'])
+    leader = task.collective_leader
     deployment = model_deploy.DeploymentConfig(
         num_clones=1, clone_devices=role['devices'], variable_update='collective',
-        replica_id=task, num_replicas=len(cluster['worker']), worker_job_name='worker',
-        all_reduce_pack_bytes=args.all_reduce_pack_bytes, precision=role['precision'],
-        xla=role['xla'])
+        replica_id=task.task_index, num_replicas=task.num_replicas,
+        worker_job_name=task.task_type, all_reduce_pack_bytes=args.all_reduce_pack_bytes,
+        precision=role['precision'], xla=role['xla'])
     step = deployed_step(args, role, deployment)
     built = time.time()
-    server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name='worker',
-                                  task_index=task, config=session_config(
-                                      args, role, role['cpu_devices'],
-                                      collective_leader=leader, remote=True))
+    server = task.start_server(session_config(args, role, role['cpu_devices'],
+                                              collective_leader=leader, remote=True))
     session = tf.Session(server.target, config=session_config(
-        args, role, device_filters=[f'/job:worker/task:{task}'], collective_leader=leader,
+        args, role, device_filters=task.device_filters(), collective_leader=leader,
         remote=True))
     session.run(tf.global_variables_initializer())
     session.run(tf.get_collection(tf.GraphKeys.LOCAL_INIT_OP))
@@ -260,7 +260,7 @@ def strategy_step(strategy, args, role):
 
 def strategy_trainer(args, role):
     """MirroredStrategy over role's devices in one process, or worker role['index'] of
-    MultiWorkerMirroredStrategy (its cluster in TF_CONFIG, its server started here, graph
+    MultiWorkerMirroredStrategy (its cluster put in TF_CONFIG, its server started here, graph
     mode as tf.compat.v1's documentation has it). The deployment of a worker: a
     'collective' DeploymentConfig of its task, which places it as the strategy does."""
     if role['kind'] == 'mirrored':
@@ -271,18 +271,19 @@ def strategy_trainer(args, role):
             session_config(args, role, role['cpu_devices'])))
         server = deployment = None
     else:
+        task = ClusterTask(role['cluster'], 'worker', role['index'])
+        os.environ['TF_CONFIG'] = json.dumps({'cluster': task.cluster, 'task': {
+            'type': task.task_type, 'index': task.task_index}})
         strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()
         step = strategy_step(strategy, args, role)
         built = time.time()
-        server = tf.distribute.Server(
-            tf.train.ClusterSpec(role['cluster']), job_name='worker', task_index=role['index'],
-            config=strategy.update_config_proto(
-                session_config(args, role, role['cpu_devices'], remote=True)))
+        server = task.start_server(strategy.update_config_proto(
+            session_config(args, role, role['cpu_devices'], remote=True)))
         session = tf.Session(server.target, config=strategy.update_config_proto(
             session_config(args, role, remote=True)))
         deployment = model_deploy.DeploymentConfig(
-            variable_update='collective', replica_id=role['index'],
-            num_replicas=len(role['cluster']['worker']))
+            variable_update='collective', replica_id=task.task_index,
+            num_replicas=task.num_replicas)
     # Both at once: MultiWorkerMirroredStrategy's initializers broadcast the chief's values.
     session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
     return Trainer(session, step, server, built, deployment)
@@ -302,14 +303,13 @@ def network_bound(trainer, link_gbps):
     each way, its busier direction ('worker in then out', 'ps task 0 out'), and 'bytes',
     theirs per step; 'links', {name: {'in', 'out', 'bytes' (bytes per step), 'rule'}};
     'synchronous' (bool); 'all_reduces' (communication.AllReduces as a dict; None: none
-    counted); 'ps_advice' (communication.PsAdvice as a dict; None without ps tasks)."""
+    counted); 'ps_advice' (communication.PsAdvice as a dict; None without ps tasks) and
+    'advice' (communication.ps_advice_text: None unless more ps tasks would cut the bound)."""
     traffic = communication.step_traffic(tf.get_default_graph(), trainer.deployment,
                                          [trainer.step])
-    uncounted = sorted({op.type for op in communication.needed_ops([trainer.step])
-                        if op.type.startswith('Collective')} - communication.ALL_REDUCES)
     advice = communication.ps_advice(traffic)
-    return {'bound_secs': None if uncounted else traffic.seconds(link_gbps),
-            'uncounted': uncounted,
+    return {'bound_secs': None if traffic.other_collectives else traffic.seconds(link_gbps),
+            'uncounted': list(traffic.other_collectives),
             'busiest': [f'{link.name} '
                         f'{link.direction if link.rule == communication.EACH_WAY else link.rule}'
                         for link in traffic.busiest],
@@ -319,7 +319,8 @@ def network_bound(trainer, link_gbps):
                       for link in traffic.links},
             'synchronous': traffic.synchronous,
             'all_reduces': traffic.all_reduces and dataclasses.asdict(traffic.all_reduces),
-            'ps_advice': advice and dataclasses.asdict(advice)}
+            'ps_advice': advice and dataclasses.asdict(advice),
+            'advice': communication.ps_advice_text(traffic)}
 
 
 def train(trainer, steps, until_global_step=None):
@@ -396,6 +397,17 @@ def run_steps(processes, workers, steps, until_global_step=None):
     replies = processes.collect(workers, f'run {steps} steps')
     span = max(r['end'] for r in replies) - min(r['start'] for r in replies)
     return sum(r['images'] for r in replies) / span, span / steps, replies[0]['loss']
+
+
+def summary(rounds):
+    """What run_steps' `rounds` (one (images/sec, sec/step, loss) per round) come to:
+    {'images_per_sec' (median), 'spread' (harness.median_spread's), 'images_per_sec_rounds',
+    'sec_per_step' (median), 'sec_per_step_rounds', 'loss_last' (the last round's)}."""
+    rates, sec_per_step, losses = zip(*rounds)
+    images_per_sec, spread = harness.median_spread(rates)
+    return {'images_per_sec': images_per_sec, 'spread': spread,
+            'images_per_sec_rounds': list(rates), 'sec_per_step': statistics.median(sec_per_step),
+            'sec_per_step_rounds': list(sec_per_step), 'loss_last': losses[-1]}
 
 
 def add_options(parser, steps, warmup_steps, rounds):

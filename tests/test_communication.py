@@ -485,6 +485,23 @@ def test_a_step_without_training_and_functions_are_said():
                                                                        link_gbps=1)
 
 
+def test_collective_ops_other_than_all_reduces_are_said():
+    """A broadcast in the step (as tf.distribute's make) moves bytes the plan does not count:
+    it says so, naming the op type."""
+    config = DeploymentConfig(num_replicas=2, num_ps_tasks=1)
+    with tf.Graph().as_default() as graph:
+        model = deploy(config, sized_model_fn({'a': 1000}),
+                       optimizer=tf.train.GradientDescentOptimizer(0.1))
+        broadcast = tf.raw_ops.CollectiveBcastSend(
+            input=model.total_loss, group_size=2, group_key=1, instance_key=1, shape=[])
+    fetches = [model.train_op, broadcast]
+    traffic = communication.step_traffic(graph, config, fetches)
+    assert traffic.other_collectives == ('CollectiveBcastSend',)
+    assert communication.step_traffic(graph, config).other_collectives == ()
+    assert 'not counted: the CollectiveBcastSend ops' in placement_plan(
+        config, graph, link_gbps=1, fetches=fetches)
+
+
 @pytest.mark.parametrize('link_gbps', [0, -1.0, float('nan'), float('inf'), '1', True])
 def test_a_bad_link_gbps_is_a_value_error(link_gbps):
     config = DeploymentConfig(num_replicas=2, num_ps_tasks=1)

@@ -99,7 +99,7 @@ _ACCUMULATOR_APPLIES = frozenset({'AccumulatorApplyGradient', 'ResourceAccumulat
 _ACCUMULATOR_TAKES = frozenset({'AccumulatorTakeGradient', 'ResourceAccumulatorTakeGradient',
                                 'SparseAccumulatorTakeGradient'})
 # The all-reduces step_traffic counts: deploy()'s, MultiWorkerMirroredStrategy's.
-ALL_REDUCES = frozenset({'CollectiveReduce', 'CollectiveReduceV2'})
+_ALL_REDUCES = frozenset({'CollectiveReduce', 'CollectiveReduceV2'})
 _DEQUEUES = frozenset({'QueueDequeue', 'QueueDequeueV2'})
 _ENQUEUES = frozenset({'QueueEnqueue', 'QueueEnqueueV2', 'QueueEnqueueMany',
                        'QueueEnqueueManyV2'})
@@ -188,7 +188,8 @@ class StepTraffic:
     network whose size the graph does not give, and all-reduces whose group size or key
     is not a constant (not counted). functions: the names of the step's ops running
     function bodies (tf.cond and the like, e.g. of gradient accumulation or loss scaling),
-    whose inside is not counted.
+    whose inside is not counted. other_collectives: the types of the step's collective ops
+    other than all-reduces (broadcasts, gathers), whose bytes are not counted.
     """
     workers: int
     worker: Link
@@ -198,6 +199,7 @@ class StepTraffic:
     groups: tuple = dataclasses.field(default=(), repr=False)
     unknown: int = 0
     functions: tuple = ()
+    other_collectives: tuple = ()
 
     @property
     def links(self):
@@ -327,7 +329,9 @@ def step_traffic(graph, config, fetches=None):
                              tuple((tensor, *sizes) for tensor, sizes in sent.items()))
                      for name, (received, sent) in sorted(groups.items())),
         unknown=len(unknown) + unknown_reduces,
-        functions=tuple(sorted(op.name for op in step if _calls_function(op))))
+        functions=tuple(sorted(op.name for op in step if _calls_function(op))),
+        other_collectives=tuple(sorted({op.type for op in step
+                                        if op.type.startswith('Collective')} - _ALL_REDUCES)))
 
 
 def ps_advice(traffic):
@@ -364,7 +368,9 @@ def plan_rows(traffic, link_gbps):
     if traffic is None:
         return [('network', "no estimate: the graph has no training step ('train_op')")]
     uncounted = ([f'{traffic.unknown} tensors of unknown size'] if traffic.unknown else []) + (
-        [f'the ops inside {", ".join(traffic.functions)}'] if traffic.functions else [])
+        [f'the ops inside {", ".join(traffic.functions)}'] if traffic.functions else []) + (
+        [f'the {", ".join(traffic.other_collectives)} ops'] if traffic.other_collectives
+        else [])
     caveat = f'; not counted: {" and ".join(uncounted)}' if uncounted else ''
     reduces = traffic.all_reduces
     if not any(link.bytes for link in traffic.links):
@@ -399,21 +405,25 @@ def plan_rows(traffic, link_gbps):
                       f'{link.rule} ({RULES[link.rule]})' for link in busiest)
     rows.append(('step', f'>= {seconds(busiest[0].bytes)}: the bytes of the busiest '
                          f"link{'s' * (len(busiest) > 1)} over the bandwidth: {names}"))
+    advice = ps_advice_text(traffic)
+    return rows + [('advice', advice)] if advice else rows
+
+
+def ps_advice_text(traffic):
+    """The plan's advice on the number of ps tasks, a sentence, when more ps tasks would cut
+    the bound by 1% or more; else None."""
     advice = ps_advice(traffic)
-    if advice is None or busiest[0].bytes < 1.01 * traffic.worker.bytes:
-        return rows  # Said when more ps tasks would cut the bound by 1% or more.
+    if advice is None or traffic.busiest[0].bytes < 1.01 * traffic.worker.bytes:
+        return None
     if advice.tasks is None:
-        rows.append(('advice', 'no number of ps tasks takes the bottleneck off the ps tasks: '
-                               f'alone on a task, {advice.variable} and the ops placed with it '
-                               f'pass {human_bytes(advice.variable_bytes)} per step '
-                               f"({workers}), more than a worker's link "
-                               f'({human_bytes(advice.worker_bytes)}), and a variable is not '
-                               'split'))
-    else:
-        rows.append(('advice', f"{advice.tasks} ps tasks with ps_strategy 'bytes' would keep "
-                               "each ps task's link within a worker's "
-                               f'({human_bytes(advice.worker_bytes)})'))
-    return rows
+        workers = f"{traffic.workers} worker{'' if traffic.workers == 1 else 's'}"
+        return ('no number of ps tasks takes the bottleneck off the ps tasks: alone on a task, '
+                f'{advice.variable} and the ops placed with it pass '
+                f"{human_bytes(advice.variable_bytes)} per step ({workers}), more than a "
+                f"worker's link ({human_bytes(advice.worker_bytes)}), and a variable is not "
+                'split')
+    return (f"{advice.tasks} ps tasks with ps_strategy 'bytes' would keep each ps task's "
+            f"link within a worker's ({human_bytes(advice.worker_bytes)})")
 
 
 def _spread(groups, tasks, workers, synchronous):
@@ -551,7 +561,7 @@ def _all_reduces(step):
     instances = collections.defaultdict(list)  # (Group key, instance key) -> its ops here.
     sizes, unknown = {}, 0
     for op in step:
-        if op.type not in ALL_REDUCES:
+        if op.type not in _ALL_REDUCES:
             continue
         if op.type == 'CollectiveReduce':
             keys = op.get_attr('group_key'), op.get_attr('instance_key')

@@ -229,16 +229,22 @@ def _check_names(names, domain, bandwidths):
     for name, rate in bandwidths.items():
         if name not in names:
             raise ValueError(f'bandwidth names host {name!r}, which is not one of {names}')
-        if rate is not None and not (isinstance(rate, str) and _RATE.fullmatch(rate)):
+        if rate is not None and (not isinstance(rate, str) or rate_bits(rate) is None):
             raise ValueError(f'bandwidth of {name} must be a tc rate such as 100mbit or '
                              f'1gbit, got {rate!r}')
+
+
+def rate_bits(rate):
+    """Bits per second of tc rate `rate` ('100mbit', '1gbit'; units bit, kbit, mbit, gbit);
+    None if it is not one."""
+    match = _RATE.fullmatch(rate)
+    return float(match[1]) * _RATE_UNITS[match[2]] if match else None
 
 
 def _limit(namespace, device, rate):
     """Limits what `device` sends to `rate` with a token bucket whose burst holds 5 ms at
     that rate (at least 64 KiB: one segment of the veth's segmentation offload)."""
-    number, unit = _RATE.fullmatch(rate).groups()
-    burst = max(64 << 10, int(float(number) * _RATE_UNITS[unit] / 8 * 0.005))
+    burst = max(64 << 10, int(rate_bits(rate) / 8 * 0.005))
     _run(['tc', '-n', namespace, 'qdisc', 'add', 'dev', device, 'root', 'tbf', 'rate', rate,
           'burst', str(burst), 'latency', '50ms'], needs='the tbf qdisc (CONFIG_NET_SCH_TBF)')
 
