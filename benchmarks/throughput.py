@@ -39,7 +39,8 @@ object instead, with the fields `model_name`, `batch_size`, `num_clones`, `devic
 `multi_worker_mirrored`), `precision`, `xla`, `processes`, `images_per_sec` (median),
 `images_per_sec_rounds`, `spread`, `sec_per_step` (median), `sec_per_step_rounds`,
 `startup` {`import_secs`, `build_secs`, `init_secs`, `first_step_secs`,
-`to_first_step_secs` (build + init + first step)}, `loss_first`, `loss_last`}}, and `ratios`: {"A / B": ratio of their median images/sec}.
+`to_first_step_secs` (build + init + first step)}, `loss_first`, `loss_last`}}, and
+`ratios`: {"A / B": ratio of their median images/sec}.
 A process that fails or stops answering (--timeout_secs) ends the run with a one-line error
 and exit code 1; every process the benchmark started is ended on exit.
 """
