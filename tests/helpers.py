@@ -1,7 +1,8 @@
 """Helpers of the tests: the project's programs run as a user runs them (subprocesses), a
 training process writing to a log, waiting for what it writes, a task's TF_CONFIG, what a
 run left (its checkpoint's step, its evaluations), a caught error's one-line message, and
-graphs' parts (variables, random labelled images, a session on CPU devices). Cluster
+graphs' parts (nets built by the factory, variables, random labelled images, a session on
+CPU devices). Cluster
 processes are in clusters.py, which builds on this module; fixtures (the converted digits,
 fast variable creation) in conftest.py."""
 import json
@@ -14,6 +15,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.image_classifier import evaluate
+from slim_deploy.nets import nets_factory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = [sys.executable, os.path.join(REPO, 'train_image_classifier.py')]
@@ -101,6 +103,35 @@ def variable_shapes():
 def parameters(variables):
     """How many numbers `variables` (TensorFlow variables) hold."""
     return sum(int(np.prod(v.shape.as_list())) for v in variables)
+
+
+def build_net(name, num_classes=1001, size=None, weight_decay=0.0, is_training=False,
+              **builder_kwargs):
+    """Builds `name` through the factory on 2 zero RGB images of side `size` (default: the
+    net's) in the current graph; returns (net, end_points). 1001 classes: TF-Slim's
+    ImageNet checkpoints (class 0 is background)."""
+    network_fn = nets_factory.get_network_fn(name, num_classes, weight_decay, is_training)
+    size = size or network_fn.default_image_size
+    return network_fn(tf.zeros([2, size, size, 3]), **builder_kwargs)
+
+
+def trainable_parameters(exclude_scope=None):
+    """Trainable parameters in the current graph, less those under scope '*/exclude_scope/'."""
+    return parameters(v for v in tf.trainable_variables()
+                      if not exclude_scope or f'/{exclude_scope}/' not in v.op.name)
+
+
+def regularized_variables(name_scope=''):
+    """Names of the variables with an L2 penalty, from the names of the penalty ops
+    ('<name_scope><layer>/kernel/Regularizer/...')."""
+    suffixes = {'kernel': 'weights', 'bias': 'biases'}
+    names = set()
+    for loss in tf.losses.get_regularization_losses():
+        assert loss.op.name.startswith(name_scope)
+        path = loss.op.name[len(name_scope):].split('/Regularizer/')[0]
+        layer, variable = path.rsplit('/', 1)
+        names.add(f'{layer}/{suffixes[variable]}')
+    return names
 
 
 def labelled_images(shape, classes, seed=0, low=0.0):
