@@ -2,9 +2,8 @@
 training process writing to a log, waiting for what it writes, a task's TF_CONFIG, what a
 run left (its checkpoint's step, its evaluations), a caught error's one-line message, and
 graphs' parts (nets built by the factory, variables, random labelled images, a session on
-CPU devices). Cluster
-processes are in clusters.py, which builds on this module; fixtures (the converted digits,
-fast variable creation) in conftest.py."""
+CPU devices). Cluster processes are in clusters.py, which builds on this module; fixtures
+(the converted digits, fast variable creation) in conftest.py."""
 import json
 import os
 import subprocess
