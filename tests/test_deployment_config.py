@@ -79,7 +79,9 @@ def test_device_matrix(name):
         expected = [ps_devices[i % len(ps_devices)] for i in range(5)]
         for use_resource in (False, True):
             assert _variable_devices(config.variables_device(), 5, use_resource) == expected
-        assert config.caching_device() == worker_cpu
+        with tf.Graph().as_default(), tf.device(config.clone_device(0)):
+            reading_op = tf.no_op()
+        assert config.caching_device()(reading_op) == worker_cpu  # Slim's type: op -> device.
 
 
 def test_variables_device_leaves_other_ops_alone():

@@ -23,13 +23,13 @@ Every public name of TF-Slim's model_deploy is here with its values and semantic
 our additions (clone_devices, ps_strategy, variable_update, precision, xla,
 placement_plan). Where this differs from the original: it runs on TensorFlow 2.16+; every
 variable (resource or not, made by slim, tf.get_variable or tf.Variable) goes on the
-variables device; worker devices carry the
-replica's task, so `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where
-slim's is '/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
-caching_device() is the worker's CPU, where create_clones reads the variables (slim's is a
-function caching on each reading op's device, which its create_clones does not use); clones
-may run on any list of devices; summaries made inside model_fn sit on the CPU; bad settings
-raise ValueError up front.
+variables device; worker devices carry the replica's task, so
+`DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where slim's is
+'/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
+caching_device()'s function places reads on the worker's CPU, where create_clones reads the
+variables (slim's places them on each reading op's device, and its create_clones does not
+use it); clones may run on any list of devices; summaries made inside model_fn sit on the
+CPU; bad settings raise ValueError up front.
 """
 import collections
 import contextlib
@@ -431,14 +431,16 @@ class DeploymentConfig:
         return PS_STRATEGIES[self._ps_strategy].variables_device(self._variable_devices())
 
     def caching_device(self):
-        """None, or with PS tasks the worker's CPU (a device string, also for
-        `tf.variable_scope(..., caching_device=...)`): where create_clones reads each
-        trainable variable once per step for every clone and regularizer, so that a variable
-        crosses the network once per worker and step. Slim's caches on each reading op's
-        device: one network read per clone device."""
+        """None, or with PS tasks a device function, as slim's: op -> the worker's CPU
+        ('/job:worker/task:<replica_id>/device:CPU:0', whatever the op), for
+        `tf.variable_scope(..., caching_device=...)`. create_clones reads each trainable
+        variable there once per step for every clone and regularizer, so that a variable
+        crosses the network once per worker and step. Slim's function gives the reading op's
+        own device: one network read per clone device."""
         if self._num_ps_tasks == 0:
             return None
-        return self.worker_device + '/device:CPU:0'
+        worker_cpu = self.worker_device + '/device:CPU:0'
+        return lambda op: worker_cpu
 
 
 def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
@@ -577,8 +579,8 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     With PS tasks and ps_strategy 'bytes', the variables made here are placed once all
     exist: largest first onto the PS task holding the fewest bytes (variables already on
     the tasks count), with the ops colocated with them. With PS tasks, each trainable
-    variable model_fn makes is read once per step onto config.caching_device(), the
-    worker's CPU, for every clone and regularizer (see sharing.caching_reads), so it
+    variable model_fn makes is read once per step where config.caching_device() places it,
+    the worker's CPU, for every clone and regularizer (see sharing.caching_reads), so it
     crosses the network once per step whatever the number of clones. When replicated,
     clone 0 makes the variables on its device and each other clone a copy of the trainable
     ones on its own (see slim_deploy.deployment.replicas). With sync_batch_norm, the batch norms of

@@ -141,7 +141,7 @@ class CloneVariables:
 def caching_reads(device):
     """Within it, each trainable variable made without a caching device of its own, by any
     API (slim, tf.get_variable, tf.compat.v1.layers, Keras layers, tf.Variable), is read once
-    per step onto `device` (a device string): every use of its value built within (each
+    per step onto `device` (a device string or function): every use of its value built within (each
     clone's layers, regularizers) takes one copy there, an Identity of one read on the
     variable's device, and gradients flow through it to the variable. With `device` the
     worker's CPU, a variable crosses the network once per worker and step, whatever the
