@@ -14,6 +14,9 @@ slim_deploy.pth runs it at interpreter start, and importing slim_deploy does too
 
 Either name gives the same module object: sys.modules holds it under both, and its
 __name__ and __spec__ are slim_deploy's.
+
+The finder also repairs tf-slim for the installed TensorFlow right before tf_slim is first
+imported (slim_deploy.deployment.compat), so slim's code runs in any program.
 """
 import importlib
 import sys
@@ -39,6 +42,9 @@ class _Finder:
     interpreter's start)."""
 
     def find_spec(self, name, path=None, target=None):
+        if name == 'tf_slim':
+            _repair_tf_slim()
+            return None
         if name.partition('.')[0] not in NAMES:
             return None
         import importlib.util  # Here, not at every interpreter's start: it takes 2 ms.
@@ -60,6 +66,12 @@ class _Finder:
         return importlib.util.spec_from_loader(
             name, _Alias(real), origin=real.origin,
             is_package=real.submodule_search_locations is not None)
+
+
+def _repair_tf_slim():
+    """Repairs tf-slim for the installed TensorFlow (slim_deploy.deployment.compat), right
+    before tf_slim is first imported: in any program of an environment with slim-deploy."""
+    importlib.import_module('slim_deploy.deployment.compat').repair()
 
 
 class _Alias:

@@ -143,6 +143,23 @@ def test_optimize_loss_with_clip_gradients_runs_a_step():
         assert sess.run(weight) == pytest.approx(-12.0 * scale)
 
 
+def test_looper_threads_run_in_the_graph_that_made_them():
+    """The Supervisor's threads (slim.learning.train's step counter reads the global step
+    with training_util.global_step) see the graph they were started from, not eager mode."""
+    seen = []
+    with tf.Graph().as_default() as graph, tf.Session() as sess:
+        step = tf.train.get_or_create_global_step()
+        sess.run(step.initializer)
+        coord = tf.train.Coordinator()
+
+        def read_step():
+            seen.append((tf.get_default_graph(), tf.train.global_step(sess, step)))
+            coord.request_stop()
+
+        coord.join([tf.train.LooperThread.loop(coord, None, read_step)])
+    assert seen == [(graph, 0)]
+
+
 def test_repair_sets_only_missing_names_and_is_idempotent(monkeypatch):
     """repair() fills in missing names and lazy imports, and leaves present ones alone."""
     old, new = types.ModuleType('fake_old'), types.ModuleType('fake_new')

@@ -3,12 +3,15 @@
 tf-slim reaches into TensorFlow's private modules for names that have since moved, and
 TensorFlow's legacy layers import a tf-keras module that has moved. `repair()` points each
 missing name at its new home and leaves every name that still exists alone: on a
-TensorFlow where nothing moved, it changes nothing. On a TensorFlow newer than the newest
-tested (setup.py's upper bound keeps pip from installing one), it first warns once.
+TensorFlow where nothing moved, it changes nothing. It also runs the threads of slim's
+training loop (slim.learning.train's Supervisor) in the graph that started them, as TF 1
+did. On a TensorFlow newer than the newest tested (setup.py's upper bound keeps pip from
+installing one), it first warns once.
 
-`import slim_deploy.deployment` calls repair_before_tf_slim(): the repairs run right before tf_slim
-is first imported (or at once if it already is), so importing the package alone imports no
-TensorFlow and tools that need none, like the launcher, start at once. It also calls
+The repairs run right before tf_slim is first imported, in any program of an environment
+with slim-deploy installed: slim_deploy.aliases' import finder, which slim_deploy.pth
+installs at start-up, calls repair() then (it imports no TensorFlow before). `import
+slim_deploy.deployment` repairs at once a tf_slim imported before it, and calls
 prefer_tf_keras(): TensorFlow 2.16+ makes tf.keras Keras 3, which has no TF1 layers.
 """
 import functools
@@ -99,17 +102,36 @@ def repair():
     for module_name, name, old, new in _MOVED_LAZY_IMPORTS:
         if not _importable(old) and _importable(new):
             setattr(importlib.import_module(module_name), name, importlib.import_module(new))
+    _run_looper_threads_in_their_graph()
 
 
-class _RepairBeforeTfSlim:
-    """A sys.meta_path finder that runs repair() when tf_slim is about to be imported and
-    leaves the import itself to the other finders."""
+def _run_looper_threads_in_their_graph():
+    """Makes each coordinator.LooperThread (the Supervisor's summary, step-counter and
+    checkpoint threads in slim.learning.train) run in the graph that was the default where
+    it was made. Under TF 2 a new thread executes eagerly, so the Supervisor's step counter
+    read the graph's global step with .numpy() and failed; in TF 1 graph mode was global."""
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework import ops
+    from tensorflow.python.training import coordinator
+    looper = coordinator.LooperThread
+    if hasattr(looper, '_creator_graph'):
+        return
+    make, run = looper.__init__, looper.run
 
-    def find_spec(self, name, path=None, target=None):
-        del path, target
-        if name == 'tf_slim':
-            repair()
-        return None
+    @functools.wraps(make)
+    def __init__(self, *args, **kwargs):
+        make(self, *args, **kwargs)
+        self._creator_graph = None if context.executing_eagerly() else ops.get_default_graph()
+
+    @functools.wraps(run)
+    def run_in_graph(self):
+        if self._creator_graph is None:
+            return run(self)
+        with self._creator_graph.as_default():
+            return run(self)
+
+    looper._creator_graph = None
+    looper.__init__, looper.run = __init__, run_in_graph
 
 
 def prefer_tf_keras():
@@ -117,11 +139,3 @@ def prefer_tf_keras():
     need, unless the user chose with TF_USE_LEGACY_KERAS. TensorFlow reads the variable when
     each is first used, so this works for those not used yet."""
     os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
-
-
-def repair_before_tf_slim():
-    """Runs repair() now if tf_slim is imported already, else right before its import."""
-    if 'tf_slim' in sys.modules:
-        repair()
-    elif not any(isinstance(finder, _RepairBeforeTfSlim) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _RepairBeforeTfSlim())
