@@ -124,7 +124,7 @@ def main():
     print(f'{os.cpu_count()} cores, {NUM_CLONES} clones x batch {BATCH_SIZE}, '
           f'{args.steps} steps x {args.rounds} rounds')
     with tempfile.TemporaryDirectory() as directory:
-        benchmark('lenet / digits', dataset_factory.get_dataset(
+        benchmark('lenet / digits', dataset_factory.get_dataset_split(
             'digits', 'train', os.path.join(directory, 'digits')), 'lenet', args.steps,
             args.rounds)
         benchmark('cifarnet / synthetic32', synthetic_split(directory), 'cifarnet',

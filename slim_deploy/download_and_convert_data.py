@@ -12,11 +12,14 @@ r"""Downloads a dataset and converts it into TFRecord shards of slim's records +
         [--metadata_file=FILE] [--validation_labels_file=FILE]
     python download_and_convert_data.py --dataset_name=visualwakewords --dataset_dir=DIR \
         [--source=COCO2014_DIR] [--small_object_area_threshold=0.005] \
-        [--foreground_class_of_interest=person]
+        [--foreground_class_of_interest=person] [--coco_dirname=coco_dataset] \
+        [--coco_train_url=URL] [--coco_validation_url=URL] [--coco_annotations_url=URL]
 
 Without --source the published archive is downloaded into dataset_dir and kept there;
 with it, the local archive or extracted directory is read and left as it is (ImageNet has
 no anonymous download: --source is required; see slim_deploy/datasets/imagenet.py for its layout).
+Without network, a download fails in one line naming its URL: convert a local copy with
+--source instead. COCO 2014 is downloaded into --dataset_dir/--coco_dirname.
 A rerun completes an interrupted conversion and returns at once for a complete one. The
 embedded 'digits' needs no download: this converts them (into --dataset_dir or their
 default directory) and prints where they are. The other flags are options of one
@@ -30,7 +33,9 @@ import os  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from slim_deploy.datasets import dataset_factory  # noqa: E402
+from slim_deploy.datasets import (  # noqa: E402  (they define slim's --coco_* flags)
+    dataset_factory, download_and_convert_visualwakewords,
+    download_and_convert_visualwakewords_lib)
 from slim_deploy.deployment.errors import UsageError  # noqa: E402
 from slim_deploy.image_classifier import cli  # noqa: E402
 
@@ -69,11 +74,14 @@ flags.DEFINE_float('small_object_area_threshold', 0.005, 'visualwakewords: the f
 flags.DEFINE_string('foreground_class_of_interest', 'person', 'visualwakewords: the COCO '
                     'category that makes label 1.')
 flags.mark_flag_as_required('dataset_name')
+for _module in (download_and_convert_visualwakewords, download_and_convert_visualwakewords_lib):
+    flags.adopt_module_key_flags(_module)  # --help lists the --coco_* flags.
 
 # The flags each converter takes as keyword options, besides dataset_dir and source.
 CONVERTER_OPTIONS = {
     'imagenet': ('bounding_boxes', 'synsets_file', 'metadata_file', 'validation_labels_file'),
-    'visualwakewords': ('small_object_area_threshold', 'foreground_class_of_interest'),
+    'visualwakewords': ('small_object_area_threshold', 'foreground_class_of_interest',
+                        *download_and_convert_visualwakewords.COCO_FLAGS),
 }
 
 

@@ -1,5 +1,5 @@
-"""slim_deploy.datasets.conversion: PNG encoding, sharded resumable writes, progress, input
-checks."""
+"""slim_deploy.datasets.conversion: PNG encoding, sharded resumable writes, input checks;
+dataset_utils.Progress, the progress bars of conversions and downloads."""
 import io
 import logging
 import os
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from slim_deploy.datasets import conversion
+from slim_deploy.datasets import conversion, dataset_utils
 from slim_deploy.deployment.errors import UsageError
 
 
@@ -57,7 +57,7 @@ def test_a_failing_example_leaves_no_shard_that_looks_complete(tmp_path):
 def test_progress_draws_in_place_on_a_terminal():
     reader_fd, writer_fd = os.openpty()  # A real terminal: the bar is redrawn in place.
     with open(writer_fd, 'w') as terminal:
-        with conversion.Progress('toy', 4, stream=terminal, width=4) as progress:
+        with dataset_utils.Progress('toy', 4, stream=terminal, width=4) as progress:
             for _ in range(4):
                 progress.advance()
     drawn = os.read(reader_fd, 4096).decode()
@@ -69,14 +69,14 @@ def test_progress_draws_in_place_on_a_terminal():
 def test_progress_logs_one_line_elsewhere(caplog):
     stream = io.StringIO()
     caplog.set_level(logging.INFO)
-    with conversion.Progress('toy train', 5, stream=stream) as progress:
+    with dataset_utils.Progress('toy train', 5, stream=stream) as progress:
         progress.advance(2)
         progress.advance(3)
     assert stream.getvalue() == ''
     assert [record.getMessage() for record in caplog.records] == ['toy train: 5/5 done']
     caplog.clear()
     with pytest.raises(KeyboardInterrupt):  # An unfinished split logs nothing.
-        with conversion.Progress('toy test', 5, stream=stream) as progress:
+        with dataset_utils.Progress('toy test', 5, stream=stream) as progress:
             progress.advance()
             raise KeyboardInterrupt
     assert caplog.records == [] and stream.getvalue() == ''

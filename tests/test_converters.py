@@ -27,7 +27,7 @@ _EXTRA_FEATURES = {'image/height': tf.io.FixedLenFeature([], tf.int64),
 def read_split(name, split_name, dataset_dir):
     """[(image uint8 [h, w, c], label, extra features)] of a converted split, read through
     the factory and a tf.data pipeline in a graph."""
-    split = dataset_factory.get_dataset(name, split_name, str(dataset_dir))
+    split = dataset_factory.get_dataset_split(name, split_name, str(dataset_dir))
     with tf.Graph().as_default():
         def parse(serialized):
             image, label = split.parse(serialized)

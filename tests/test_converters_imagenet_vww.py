@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import pathlib
 import shutil
 import tarfile
 
@@ -99,6 +100,8 @@ IMAGENET_KEYS = {
     'image/class/synset': tf.io.FixedLenFeature([], tf.string),
     'image/class/text': tf.io.FixedLenFeature([], tf.string),
     'image/format': tf.io.FixedLenFeature([], tf.string),
+    'image/colorspace': tf.io.FixedLenFeature([], tf.string),
+    'image/channels': tf.io.FixedLenFeature([], tf.int64),
     'image/encoded': tf.io.FixedLenFeature([], tf.string),
     'image/height': tf.io.FixedLenFeature([], tf.int64),
     'image/width': tf.io.FixedLenFeature([], tf.int64),
@@ -110,7 +113,7 @@ IMAGENET_KEYS = {
 
 def read_split(name, split_name, dataset_dir, keys):
     """[(image, label, {key: value})] of a split, read through the factory and tf.data."""
-    split = dataset_factory.get_dataset(name, split_name, str(dataset_dir))
+    split = dataset_factory.get_dataset_split(name, split_name, str(dataset_dir))
     records = []
     for serialized in tf.data.TFRecordDataset(split.files()):
         image, label = split.parse(serialized)
@@ -160,6 +163,7 @@ def test_imagenet_records(imagenet_source, imagenet_dir, split_name):
         assert features['image/class/synset'].decode() == synset
         assert features['image/class/text'].decode() == NAMES[synset]
         assert features['image/format'] == b'jpeg'
+        assert (features['image/colorspace'], features['image/channels']) == (b'RGB', 3)
         encoded = features['image/encoded']
         assert tf.image.extract_jpeg_shape(encoded).numpy().tolist() == [*pixels.shape[:2], 3]
         assert (features['image/height'], features['image/width']) == pixels.shape[:2]
@@ -351,6 +355,7 @@ VWW_KEYS = {
     'image/width': tf.io.FixedLenFeature([], tf.int64),
     **{f'image/object/bbox/{key}': tf.io.VarLenFeature(tf.float32)
        for key in ('xmin', 'ymin', 'xmax', 'ymax')},
+    'image/object/bbox/label': tf.io.VarLenFeature(tf.int64),
 }
 VWW_SHARDS = {'train': 2, 'val': 1}
 
@@ -396,6 +401,7 @@ def test_vww_records(coco_source, vww_dir, split_name):
         assert label == expected_label, file_name
         for key, column in zip(('xmin', 'ymin', 'xmax', 'ymax'), np.reshape(boxes, (-1, 4)).T):
             np.testing.assert_allclose(features[f'image/object/bbox/{key}'], column)
+        assert features['image/object/bbox/label'].tolist() == [1] * len(boxes)
 
 
 def test_vww_labels_follow_the_threshold_and_class(coco_source):
@@ -471,37 +477,38 @@ def test_vww_bad_inputs(coco_source, tmp_path):
     assert not [name for name in shard_names(out) if '.tmp-' in name]
 
 
-def test_vww_download_extracts_coco(coco_source, tmp_path, monkeypatch):
-    """source=None fetches the three COCO zips (here: local copies) and extracts them."""
-    archives = tmp_path / 'archives'
-    for url, folder in zip(visualwakewords.COCO_URLS, ('train2014', 'val2014', 'annotations')):
-        shutil.make_archive(str(archives / os.path.basename(url)[:-4]), 'zip',
-                            coco_source[0], folder)
-    fetched = []
+def coco_zips(coco_source, directory):
+    """The three COCO zips of coco_source, written into directory: {convert's URL option:
+    its file:// URL}."""
+    urls = {}
+    for option, folder in (('coco_train_url', 'train2014'), ('coco_validation_url', 'val2014'),
+                           ('coco_annotations_url', 'annotations')):
+        urls[option] = pathlib.Path(shutil.make_archive(
+            str(directory / folder), 'zip', coco_source[0], folder)).as_uri()
+    return urls
 
-    def fake_download(url, directory):
-        fetched.append(url)
-        path = os.path.join(directory, os.path.basename(url))
-        if not os.path.exists(path):
-            os.makedirs(directory, exist_ok=True)
-            shutil.copy(archives / os.path.basename(url), path)
-        return path
 
-    monkeypatch.setattr(conversion, 'download', fake_download)
+def test_vww_download_extracts_coco(coco_source, tmp_path):
+    """source=None downloads the three COCO zips (here file:// URLs) into
+    dataset_dir/<coco_dirname>, keeps them and extracts them there."""
+    urls = coco_zips(coco_source, tmp_path)
     dataset_dir = tmp_path / 'vww'
-    visualwakewords.convert(str(dataset_dir), num_shards=VWW_SHARDS, num_workers=1)
-    assert fetched == list(visualwakewords.COCO_URLS)
+    visualwakewords.convert(str(dataset_dir), num_shards=VWW_SHARDS, num_workers=1,
+                            coco_dirname='coco', **urls)
     assert len(shard_names(dataset_dir)) == 4
-    coco_dir = dataset_dir / visualwakewords.COCO_DIRNAME
+    coco_dir = dataset_dir / 'coco'
+    assert sorted(os.listdir(coco_dir)) == ['annotations', 'annotations.zip', 'train2014',
+                                            'train2014.zip', 'val2014', 'val2014.zip']
     assert sorted(os.listdir(coco_dir / 'train2014')) == ['a.jpg', 'b.jpg', 'c.jpg', 'd.jpg']
     archive = coco_dir / 'train2014.zip'
     shutil.rmtree(coco_dir / 'train2014')
-    write(str(archive), b'PK not a zip')
+    write(str(archive), b'PK not a zip')  # A kept download is not fetched again.
     os.remove(dataset_dir / 'labels.txt')
     with pytest.raises(UsageError) as excinfo:
-        visualwakewords.convert(str(dataset_dir), num_shards=VWW_SHARDS)
+        visualwakewords.convert(str(dataset_dir), num_shards=VWW_SHARDS, coco_dirname='coco',
+                                **urls)
     assert error_message(excinfo).startswith(f'{archive}: not a readable zip archive')
-    assert not glob.glob(str(coco_dir / '*.tmp-*'))
+    assert not glob.glob(str(coco_dir / '**' / '*.tmp-*'), recursive=True)
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ def test_imagenet_items_decode_through_slims_decoder(tmp_path):
                                  [imagenet_record(boxes)])
     # A converter killed mid-shard leaves its temporary file behind: it must not be read.
     (tmp_path / 'train-00001-of-00002.tmp-4242').write_bytes(b'half a record')
-    split = dataset_factory.get_dataset('imagenet', 'train', str(tmp_path))
+    split = dataset_factory.get_dataset_split('imagenet', 'train', str(tmp_path))
     assert split.files() == [str(tmp_path / 'train-00000-of-00001')]
     assert {'image/object/bbox/xmin', 'image/class/text'} <= set(split.features)
     dataset = split.as_slim_dataset()

@@ -1,5 +1,5 @@
-"""slim_deploy/datasets/: record helpers, the embedded digits conversion, get_dataset and its
-errors.
+"""slim_deploy/datasets/: record helpers, the embedded digits conversion, the toolkit's
+get_dataset_split and its errors (slim's get_dataset: test_slim_datasets.py).
 
 Everything runs on real TFRecord files in tmp_path; no network.
 """
@@ -202,7 +202,7 @@ def test_prepare_writes_the_shards_and_labels(digits_dir):
 @pytest.mark.parametrize('split_name, shard_sizes', [
     ('train', [360, 359, 359, 359]), ('test', [180, 180])])
 def test_digits_records_are_the_seeded_scaled_images(digits_dir, split_name, shard_sizes):
-    split = dataset_factory.get_dataset('digits', split_name, digits_dir)
+    split = dataset_factory.get_dataset_split('digits', split_name, digits_dir)
     assert [len(decode_files(split, [path])[1]) for path in split.files()] == shard_sizes
     images, labels = decode_files(split)
     assert len(labels) == split.num_samples == digits.SPLITS_TO_SIZES[split_name]
@@ -215,8 +215,8 @@ def test_digits_records_are_the_seeded_scaled_images(digits_dir, split_name, sha
 
 def test_train_and_test_together_are_exactly_the_1797_digits(digits_dir):
     def rows(split_name):
-        images, labels = decode_files(dataset_factory.get_dataset('digits', split_name,
-                                                                  digits_dir))
+        images, labels = decode_files(
+            dataset_factory.get_dataset_split('digits', split_name, digits_dir))
         return np.concatenate([images.reshape(len(labels), -1), labels[:, None]], axis=1)
 
     all_images, all_labels = expected_digits()
@@ -254,7 +254,7 @@ def test_interrupted_conversion_is_completed(digits_dir, tmp_path, mtimes):
     untouched = [name for name in kept if name.endswith('.tfrecord')]
     assert {name: mtimes(work)[name] for name in untouched} == {
         name: kept[name] for name in untouched}
-    split = dataset_factory.get_dataset('digits', 'train', work)
+    split = dataset_factory.get_dataset_split('digits', 'train', work)
     assert stale not in split.files() and len(split.files()) == 4
 
 
@@ -263,7 +263,7 @@ def test_default_dir_follows_the_environment(tmp_path, monkeypatch):
     assert digits.default_dir() == os.path.expanduser('~/.cache/slim_deploy/digits')
     monkeypatch.setenv('SLIM_DEPLOY_DATA_DIR', str(tmp_path))
     assert digits.default_dir() == str(tmp_path / 'digits')
-    split = dataset_factory.get_dataset('digits', 'test', None)
+    split = dataset_factory.get_dataset_split('digits', 'test', None)
     assert split.file_pattern == str(tmp_path / 'digits' / 'digits_test_*.tfrecord')
     assert sorted(os.listdir(tmp_path / 'digits')) == DIGITS_FILES
 
@@ -281,7 +281,7 @@ def test_digits_errors(tmp_path):
     assert error_message(excinfo) == f"--dataset_dir '{not_a_dir}' is a file, not a directory"
 
 
-# --- get_dataset -------------------------------------------------------------------------
+# --- get_dataset_split -------------------------------------------------------------------
 
 def test_the_registry_lists_all_six_datasets():
     assert list(dataset_factory.DATASETS) == sorted([*FAKE_SPLITS, 'digits'])
@@ -319,7 +319,7 @@ def test_every_dataset_has_its_converter_or_is_embedded(name):
 
 
 @pytest.mark.parametrize('name', sorted(FAKE_SPLITS))
-def test_get_dataset_describes_a_converted_split(name, tmp_path):
+def test_get_dataset_split_describes_a_converted_split(name, tmp_path):
     split_name, num_samples, num_classes, channels, names, other = FAKE_SPLITS[name]
     image_format = b'jpeg' if channels == 3 else b'png'
     written = [write_fake_file(str(tmp_path / file_name), channels, [0, num_classes - 1],
@@ -328,7 +328,7 @@ def test_get_dataset_describes_a_converted_split(name, tmp_path):
     write_fake_file(str(tmp_path / other), channels, [0])
     dataset_utils.write_label_file({0: 'first', num_classes - 1: 'last'}, tmp_path)
 
-    split = dataset_factory.get_dataset(name, split_name, str(tmp_path))
+    split = dataset_factory.get_dataset_split(name, split_name, str(tmp_path))
     assert (split.name, split.split_name) == (name, split_name)
     assert (split.num_samples, split.num_classes, split.channels) == (
         num_samples, num_classes, channels)
@@ -343,23 +343,24 @@ def test_get_dataset_describes_a_converted_split(name, tmp_path):
         np.testing.assert_array_equal(images, np.concatenate(written))
 
 
-def test_get_dataset_without_labels_file(tmp_path):
+def test_get_dataset_split_without_labels_file(tmp_path):
     write_fake_file(str(tmp_path / 'mnist_test.tfrecord'), 1, [3])
-    assert dataset_factory.get_dataset('mnist', 'test', str(tmp_path)).labels_to_names is None
+    assert dataset_factory.get_dataset_split('mnist', 'test', str(tmp_path)).labels_to_names is None
 
 
 def test_file_pattern_overrides_the_registered_one(tmp_path):
     write_fake_file(str(tmp_path / 'custom-test.rec'), 1, [1])
-    split = dataset_factory.get_dataset('mnist', 'test', str(tmp_path), file_pattern='custom-%s.*')
+    split = dataset_factory.get_dataset_split('mnist', 'test', str(tmp_path),
+                                              file_pattern='custom-%s.*')
     assert split.file_pattern == str(tmp_path / 'custom-test.*')
     assert split.files() == [str(tmp_path / 'custom-test.rec')]
     absolute = str(tmp_path / 'custom-*.rec')
-    assert dataset_factory.get_dataset('mnist', 'train', str(tmp_path),
-                                       file_pattern=absolute).file_pattern == absolute
+    assert dataset_factory.get_dataset_split('mnist', 'train', str(tmp_path),
+                                             file_pattern=absolute).file_pattern == absolute
 
 
 def test_parse_in_a_graph_gives_uint8_images_and_int64_labels(digits_dir):
-    split = dataset_factory.get_dataset('digits', 'test', digits_dir)
+    split = dataset_factory.get_dataset_split('digits', 'test', digits_dir)
     with tf.Graph().as_default():
         dataset = tf.data.TFRecordDataset(split.files()).map(split.parse)
         image, label = tf.data.make_one_shot_iterator(dataset).get_next()
@@ -374,7 +375,7 @@ def test_parse_in_a_graph_gives_uint8_images_and_int64_labels(digits_dir):
 
 
 def test_as_slim_dataset_decodes_with_slims_decoder(digits_dir):
-    split = dataset_factory.get_dataset('digits', 'train', digits_dir)
+    split = dataset_factory.get_dataset_split('digits', 'train', digits_dir)
     dataset = split.as_slim_dataset()
     assert dataset.data_sources == split.files()
     assert dataset.reader is tf.TFRecordReader
@@ -395,7 +396,7 @@ def test_as_slim_dataset_decodes_with_slims_decoder(digits_dir):
 
 
 def test_as_slim_dataset_feeds_a_dataset_data_provider(digits_dir):
-    dataset = dataset_factory.get_dataset('digits', 'test', digits_dir).as_slim_dataset()
+    dataset = dataset_factory.get_dataset_split('digits', 'test', digits_dir).as_slim_dataset()
     with tf.Graph().as_default():
         provider = slim.dataset_data_provider.DatasetDataProvider(
             dataset, shuffle=False, num_epochs=1, common_queue_capacity=4, common_queue_min=1)
@@ -411,9 +412,9 @@ def test_as_slim_dataset_feeds_a_dataset_data_provider(digits_dir):
     assert 0 <= label_value < 10
 
 
-def test_get_dataset_passes_the_reader_on(digits_dir):
-    split = dataset_factory.get_dataset('digits', 'test', digits_dir,
-                                        reader=tf.WholeFileReader)
+def test_get_dataset_split_passes_the_reader_on(digits_dir):
+    split = dataset_factory.get_dataset_split('digits', 'test', digits_dir,
+                                              reader=tf.WholeFileReader)
     assert split.as_slim_dataset().reader is tf.WholeFileReader
 
 
@@ -432,9 +433,9 @@ def test_get_dataset_passes_the_reader_on(digits_dir):
      "--dataset_dir is required for dataset 'flowers': the directory holding its TFRecord "
      "files (see download_and_convert_data.py)"),
 ])
-def test_get_dataset_errors(args, message):
+def test_get_dataset_split_errors(args, message):
     with pytest.raises(UsageError) as excinfo:
-        dataset_factory.get_dataset(*args)
+        dataset_factory.get_dataset_split(*args)
     assert error_message(excinfo) == message
 
 
@@ -447,29 +448,29 @@ def test_get_info_names_the_flag():
         "visualwakewords")
 
 
-def test_get_dataset_names_a_foreign_labels_file(tmp_path):
+def test_get_dataset_split_names_a_foreign_labels_file(tmp_path):
     write_fake_file(str(tmp_path / 'mnist_test.tfrecord'), 1, [3])
     (tmp_path / 'labels.txt').write_text('cat\n')
     with pytest.raises(UsageError) as excinfo:
-        dataset_factory.get_dataset('mnist', 'test', str(tmp_path))
+        dataset_factory.get_dataset_split('mnist', 'test', str(tmp_path))
     assert error_message(excinfo) == (
         f"{tmp_path / 'labels.txt'}:1: expected 'id:name' with an integer id, got 'cat'")
 
 
-def test_get_dataset_names_a_missing_directory(tmp_path):
+def test_get_dataset_split_names_a_missing_directory(tmp_path):
     missing = str(tmp_path / 'missing')
     with pytest.raises(UsageError) as excinfo:
-        dataset_factory.get_dataset('mnist', 'train', missing)
+        dataset_factory.get_dataset_split('mnist', 'train', missing)
     assert error_message(excinfo) == (
         f"--dataset_dir '{missing}' does not exist; expected files matching "
         "'mnist_train.tfrecord' for dataset 'mnist' split 'train' "
         "(create them with download_and_convert_data.py)")
 
 
-def test_get_dataset_names_a_directory_without_the_split(tmp_path):
+def test_get_dataset_split_names_a_directory_without_the_split(tmp_path):
     write_fake_file(str(tmp_path / 'flowers_train_00000-of-00005.tfrecord'), 3, [0])
     with pytest.raises(UsageError) as excinfo:
-        dataset_factory.get_dataset('flowers', 'validation', str(tmp_path))
+        dataset_factory.get_dataset_split('flowers', 'validation', str(tmp_path))
     assert error_message(excinfo) == (
         f"--dataset_dir '{tmp_path}' holds no files matching 'flowers_validation_*.tfrecord' "
         "for dataset 'flowers' split 'validation' "

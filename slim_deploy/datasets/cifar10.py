@@ -7,6 +7,7 @@ The archive's directory 'cifar-10-batches-py' holds pickled batches: data_batch_
 (N ints); batches.meta holds b'label_names'. Records hold 32 x 32 RGB PNGs in batch order;
 labels.txt lists label_names. Pickles are read with an unpickler that only builds numpy
 arrays and plain values, so a foreign file cannot run code.
+DATASET_INFO describes the dataset; get_split() gives a split as a tf_slim Dataset.
 """
 import io
 import os
@@ -16,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from slim_deploy.datasets import conversion
+from slim_deploy.datasets import conversion, dataset_utils
 from slim_deploy.deployment.errors import UsageError
 
 ARCHIVE = 'cifar-10-python.tar.gz'
@@ -147,3 +148,21 @@ def convert(dataset_dir, source=None):
             conversion.write_png_shards([paths[split_name]], images, labels,
                                         f'cifar10 {split_name}')
     return dataset_dir
+
+
+DATASET_INFO = dataset_utils.DatasetInfo(
+    name='cifar10',
+    splits_to_sizes=SPLITS_TO_SIZES,
+    num_classes=NUM_CLASSES,
+    file_pattern=FILE_PATTERN,
+    channels=3,
+    items_to_descriptions={'image': 'A 32 x 32 color image.',
+                           'label': 'The class, an integer from 0 to 9.'},
+    image_shape=(IMAGE_SIZE, IMAGE_SIZE, 3),
+    convert=convert)
+
+
+def get_split(split_name, dataset_dir, file_pattern=None, reader=None):
+    """slim's get_split: split `split_name` as a tf_slim Dataset (see
+    DatasetInfo.get_split); UsageError (a ValueError) for an unknown split."""
+    return DATASET_INFO.get_split(split_name, dataset_dir, file_pattern, reader)

@@ -10,66 +10,15 @@ foreign file) raises UsageError naming the file.
 """
 import concurrent.futures
 import contextlib
-import math
 import os
 import struct
-import sys
-import threading
-import time
-import urllib.request
 import zlib
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from slim_deploy.datasets import dataset_utils
-from slim_deploy.deployment import fileio
 from slim_deploy.deployment.errors import UsageError
-
-
-class Progress:
-    """Progress towards `total` steps, as a context manager around the work.
-
-    On a terminal `stream` (None: sys.stderr) it draws 'label [#####.....] done/total' in
-    place and ends the line on exit; elsewhere (a pipe, a log file) it logs one line,
-    'label: done/total done', when the block completes without an error.
-    """
-
-    def __init__(self, label, total, stream=None, width=30):
-        self._label, self._total, self._width = label, total, width
-        self._stream = stream or sys.stderr
-        self._in_place = self._stream.isatty()
-        self._done = 0
-        self._last_draw = 0.0
-        self._lock = threading.Lock()
-
-    def __enter__(self):
-        if self._in_place:
-            self._draw()
-        return self
-
-    def __exit__(self, error_type, error, traceback):
-        if self._in_place:
-            self._draw()
-            self._stream.write('\n')
-            self._stream.flush()
-        elif error_type is None:
-            logging.info('%s: %d/%d done', self._label, self._done, self._total)
-
-    def advance(self, count=1):
-        """Counts `count` more steps done; safe to call from several threads."""
-        with self._lock:
-            self._done += count
-            if self._in_place and time.monotonic() - self._last_draw > 0.2:
-                self._draw()
-
-    def _draw(self):
-        filled = min(self._width * self._done // max(self._total, 1), self._width)
-        self._stream.write(f'\r{self._label} [{"#" * filled}{"." * (self._width - filled)}] '
-                           f'{self._done}/{self._total}')
-        self._stream.flush()
-        self._last_draw = time.monotonic()
 
 
 def shard_paths(dataset_dir, prefix, split_name, num_shards):
@@ -80,10 +29,7 @@ def shard_paths(dataset_dir, prefix, split_name, num_shards):
 
 def slim_shard_paths(dataset_dir, base, num_shards):
     """The paths '<dataset_dir>/<base>-00000-of-<num_shards:05d>' ..., in order."""
-    if num_shards < 1:
-        raise ValueError(f'num_shards must be at least 1, got {num_shards}')
-    return [os.path.join(dataset_dir, f'{base}-{shard:05d}-of-{num_shards:05d}')
-            for shard in range(num_shards)]
+    return dataset_utils.sharded_paths(os.path.join(dataset_dir, base), num_shards)
 
 
 def split_files(dataset_dir, file_pattern, split_names):
@@ -136,7 +82,8 @@ def write_shards(paths, items, to_example, label, num_workers=None):
                 progress.advance()
         dataset_utils.write_tfrecord(paths[shard], examples())
 
-    with Progress(label, sum(int(bounds[s + 1] - bounds[s]) for s in todo)) as progress, \
+    total = sum(int(bounds[s + 1] - bounds[s]) for s in todo)
+    with dataset_utils.Progress(label, total) as progress, \
             concurrent.futures.ThreadPoolExecutor(num_workers or os.cpu_count()) as pool:
         for future in [pool.submit(write, shard, progress) for shard in todo]:
             future.result()  # Re-raises the first worker error.
@@ -167,13 +114,15 @@ def read_jpeg(path, name=None):
     return data, int(height), int(width)
 
 
-def add_boxes(example, boxes):
-    """Adds boxes [[xmin, ymin, xmax, ymax] relative, ...] to the tf.train.Example `example`
-    as the float lists image/object/bbox/{xmin,ymin,xmax,ymax}."""
+def add_boxes(example, boxes, label):
+    """Adds boxes [[xmin, ymin, xmax, ymax] relative, ...] of class `label` (int) to the
+    tf.train.Example `example`: the float lists image/object/bbox/{xmin,ymin,xmax,ymax} and
+    the int list image/object/bbox/label (`label` once per box)."""
     columns = np.reshape(boxes, (-1, 4)).T.tolist()
+    feature = example.features.feature
     for key, values in zip(('xmin', 'ymin', 'xmax', 'ymax'), columns):
-        example.features.feature[f'image/object/bbox/{key}'].CopyFrom(
-            dataset_utils.float_feature(values))
+        feature[f'image/object/bbox/{key}'].CopyFrom(dataset_utils.float_feature(values))
+    feature['image/object/bbox/label'].CopyFrom(dataset_utils.int64_feature([label] * len(boxes)))
 
 
 def encode_png(image):
@@ -195,20 +144,33 @@ def encode_png(image):
 
 
 def download(url, directory):
-    """Downloads `url` into `directory` (skipped if the file is already there); returns
-    the file's path. The file appears under its name only once complete."""
-    path = os.path.join(directory, os.path.basename(url))
-    if os.path.exists(path):
-        return path
-    os.makedirs(directory, exist_ok=True)
-    with urllib.request.urlopen(url) as response, fileio.atomic_path(path) as temp_path:
-        megabytes = math.ceil(int(response.headers.get('Content-Length', 0)) / 2**20) or 1
-        with Progress(f'download {os.path.basename(url)} (MB)', megabytes) as progress, \
-                open(temp_path, 'wb') as f:
-            while chunk := response.read(2**20):
-                f.write(chunk)
-                progress.advance()
-    return path
+    """Downloads `url` into `directory` unless its file is already there; returns the file's
+    path (see dataset_utils.download_url)."""
+    path = os.path.join(directory, url.split('/')[-1])
+    return path if os.path.exists(path) else dataset_utils.download_url(url, directory)
+
+
+@contextlib.contextmanager
+def offering_source(dataset_name):
+    """Adds to a failed download's one-line message (a DownloadError in the block) how to
+    convert a local copy of dataset `dataset_name` instead."""
+    try:
+        yield
+    except dataset_utils.DownloadError as error:
+        raise UsageError(
+            f'{error}; without network, convert a local copy: download_and_convert_data '
+            f'--dataset_name={dataset_name} --dataset_dir=DIR --source=PATH') from None
+
+
+@contextlib.contextmanager
+def ending_scripts_in_one_line():
+    """For slim's script-level functions (download_and_convert_*.run, build_imagenet_data's
+    main): a UsageError in the block ends the program with its one-line message, as
+    SystemExit does, instead of a traceback; other errors keep theirs."""
+    try:
+        yield
+    except UsageError as error:
+        raise SystemExit(' '.join(str(error).split())) from None
 
 
 def require_file(path, what):

@@ -9,12 +9,14 @@ prepare() converts them once into TFRecord shards of slim's records:
   'digits_test_0000i-of-00002.tfrecord' (i = 0..1), each a contiguous run of its split's
   order, and labels.txt with slim's MNIST class names, '0:zero' ... '9:nine' (slim's
   'size' for 6 spelled 'six').
+get_split() gives a split as a tf_slim Dataset, as slim's dataset modules do, converting
+the digits first if needed.
 """
 import os
 
 import numpy as np
 
-from slim_deploy.datasets import conversion
+from slim_deploy.datasets import conversion, dataset_utils
 from slim_deploy.deployment.errors import UsageError
 
 SPLITS_TO_SIZES = {'train': 1437, 'test': 360}
@@ -80,3 +82,22 @@ def prepare(dataset_dir=None):
             conversion.write_png_shards(split_paths, images[indices], labels[indices],
                                         f'{FILE_PREFIX} {split_name}')
     return dataset_dir
+
+
+DATASET_INFO = dataset_utils.DatasetInfo(
+    name='digits',
+    splits_to_sizes=SPLITS_TO_SIZES,
+    num_classes=NUM_CLASSES,
+    file_pattern=FILE_PATTERN,
+    channels=1,
+    items_to_descriptions={'image': 'An 8 x 8 grayscale image of a handwritten digit.',
+                           'label': 'The digit, an integer from 0 to 9.'},
+    image_shape=(IMAGE_SIZE, IMAGE_SIZE, 1),
+    prepare=prepare)
+
+
+def get_split(split_name, dataset_dir, file_pattern=None, reader=None):
+    """slim's get_split: split `split_name` as a tf_slim Dataset (see
+    DatasetInfo.get_split), the digits first written into dataset_dir ('' or None:
+    default_dir()) if missing; UsageError (a ValueError) for an unknown split."""
+    return DATASET_INFO.get_split(split_name, dataset_dir, file_pattern, reader)

@@ -6,6 +6,7 @@ does: the photos (listed in sorted class, then file-name order) are shuffled wit
 random.Random(0); the first num_validation (350) are 'validation', the rest 'train'.
 Shards 'flowers_<split>_0000i-of-00005.tfrecord' hold the JPEG bytes as they are
 (format b'jpeg'), with the height and width read from the JPEG header.
+DATASET_INFO describes the dataset; get_split() gives a split as a tf_slim Dataset.
 """
 import os
 import random
@@ -121,3 +122,20 @@ def convert(dataset_dir, source=None, num_validation=NUM_VALIDATION):
                 _convert_photos(paths, photo_dir, num_validation, lambda path: (
                     f'{source}:{os.path.relpath(path, temp)}'))
     return dataset_dir
+
+
+DATASET_INFO = dataset_utils.DatasetInfo(
+    name='flowers',
+    splits_to_sizes=SPLITS_TO_SIZES,
+    num_classes=NUM_CLASSES,
+    file_pattern=FILE_PATTERN,
+    channels=3,
+    items_to_descriptions={'image': 'A color image of varying size.',
+                           'label': 'The flower type, an integer from 0 to 4.'},
+    convert=convert)
+
+
+def get_split(split_name, dataset_dir, file_pattern=None, reader=None):
+    """slim's get_split: split `split_name` as a tf_slim Dataset (see
+    DatasetInfo.get_split); UsageError (a ValueError) for an unknown split."""
+    return DATASET_INFO.get_split(split_name, dataset_dir, file_pattern, reader)

@@ -4,6 +4,7 @@ Records hold the 28 x 28 digits as single-channel PNGs, in the files' order; lab
 reads '0:zero' ... '9:nine'. An idx file (gzip-compressed) is big-endian: int32 magic
 (2051 images, 2049 labels), int32 count, for images int32 rows and columns, then one
 uint8 per pixel (row-major) or per label.
+DATASET_INFO describes the dataset; get_split() gives a split as a tf_slim Dataset.
 """
 import gzip
 import os
@@ -12,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from slim_deploy.datasets import conversion, digits
+from slim_deploy.datasets import conversion, dataset_utils, digits
 from slim_deploy.deployment.errors import UsageError
 
 URL = 'https://storage.googleapis.com/cvdf-datasets/mnist/'
@@ -100,3 +101,21 @@ def convert(dataset_dir, source=None):
                 images, labels = _read_split(dataset_dir, source, split_name)
                 conversion.write_png_shards([path], images, labels, f'mnist {split_name}')
     return dataset_dir
+
+
+DATASET_INFO = dataset_utils.DatasetInfo(
+    name='mnist',
+    splits_to_sizes=SPLITS_TO_SIZES,
+    num_classes=NUM_CLASSES,
+    file_pattern=FILE_PATTERN,
+    channels=1,
+    items_to_descriptions={'image': 'A 28 x 28 grayscale image of a handwritten digit.',
+                           'label': 'The digit, an integer from 0 to 9.'},
+    image_shape=(IMAGE_SIZE, IMAGE_SIZE, 1),
+    convert=convert)
+
+
+def get_split(split_name, dataset_dir, file_pattern=None, reader=None):
+    """slim's get_split: split `split_name` as a tf_slim Dataset (see
+    DatasetInfo.get_split); UsageError (a ValueError) for an unknown split."""
+    return DATASET_INFO.get_split(split_name, dataset_dir, file_pattern, reader)

@@ -47,8 +47,8 @@ def classifier(data, model, is_training, weight_decay=0.0, split=None):
     network's weights. split: the DatasetSplit to read; None: the one `data` names
     (converting the embedded digits on first use)."""
     if split is None:
-        split = dataset_factory.get_dataset(data.dataset_name, data.dataset_split_name,
-                                            data.dataset_dir)
+        split = dataset_factory.get_dataset_split(data.dataset_name, data.dataset_split_name,
+                                                  data.dataset_dir)
     num_classes = split.num_classes - data.labels_offset
     return Classifier(
         split=split, num_classes=num_classes,
