@@ -156,8 +156,10 @@ def test_export_defaults_to_the_run_and_serves_the_checkpoints_logits(trained, t
 
 def test_trainable_scopes_and_moving_averages_through_evaluation(digits_dir, tmp_path):
     train_dir = tmp_path / 'train'
+    # At the digits' own 8x8 (not padded to 28x28) 4 steps part the averaged and raw models.
     train.train(train_config(train_dir, digits_dir, max_number_of_steps=4, num_clones=1,
-                             trainable_scopes='LeNet/fc4', moving_average_decay=0.5))
+                             train_image_size=8, trainable_scopes='LeNet/fc4',
+                             moving_average_decay=0.5))
     initial = checkpoint_values(train_dir / 'model.ckpt-0')
     final = checkpoint_values(train_dir / 'model.ckpt-4')
     np.testing.assert_array_equal(final['LeNet/conv1/weights'], initial['LeNet/conv1/weights'])
@@ -166,7 +168,7 @@ def test_trainable_scopes_and_moving_averages_through_evaluation(digits_dir, tmp
     assert not np.array_equal(average, final['LeNet/fc4/weights'])
     # Evaluation with the decay loads the averages into the model's variables.
     with tf.Graph().as_default():
-        nets_factory.get_network_fn('lenet', 10)(tf.zeros([1, 28, 28, 1]))
+        nets_factory.get_network_fn('lenet', 10)(tf.zeros([1, 8, 8, 1]))
         saver = tf.train.Saver(checkpoints.variables_to_restore(0.5))
         with tf.Session() as sess:
             saver.restore(sess, str(train_dir / 'model.ckpt-4'))

@@ -1,28 +1,74 @@
 """CifarNet preprocessing, as TF-Slim's: padded random crops, flips and brightness/contrast
-jitter for training, a central crop (or pad) for evaluation; both standardize each image.
+jitter for training, a central crop (or padding) for evaluation; both standardize each
+image (mean 0, standard deviation 1 over its pixels and channels).
+
+Pixels are taken as they come (uint8 stays on the [0, 255] scale, as slim's
+tf.to_float leaves it); standardization makes the result independent of that scale.
 """
-import tensorflow as tf
+import tensorflow.compat.v1 as tf
 
 _PADDING = 4
 
 
-def preprocess_image(image, output_height, output_width, is_training=False, padding=_PADDING):
-    """Returns float32 [output_height, output_width, C], standardized per image (mean 0,
-    standard deviation 1 over its pixels and channels).
+def _to_float(image, use_grayscale):
+    """`image` [H, W, C] as float32 pixels, of one channel of luma with use_grayscale."""
+    image = tf.cast(image, tf.float32)
+    return tf.image.rgb_to_grayscale(image) if use_grayscale else image
 
-    image: [H, W, C], uint8 in [0, 255] or float in [0, 1], with C known.
-    Training: pad `padding` zero pixels on every side, take a random output-sized crop
-    (so H and W must be at least output size - 2 * padding), flip left-right at random,
-    then shift brightness by up to 63/255 and scale contrast by 0.2 to 1.8 at random.
-    Evaluation: crop the center, or pad with zeros, to the output size.
+
+def _summarize(name, image):
+    tf.summary.image(name, tf.expand_dims(image, 0))
+
+
+def preprocess_for_train(image, output_height, output_width, padding=_PADDING,
+                         add_image_summaries=True, use_grayscale=False):
+    """Returns float32 [output_height, output_width, C'] standardized, randomly distorted.
+
+    image: [H, W, C] pixels on the [0, 255] scale, C known statically (1 or 3). Pads
+    `padding` zero pixels on every side, takes a random output-sized crop (H and W must be
+    at least the output size minus 2 * padding), flips it left-right at random, shifts its
+    brightness by up to 63 and scales its contrast by 0.2 to 1.8 at random.
+    use_grayscale: turn the (RGB) image into one channel of luma first, so C' is 1 (else C).
+    add_image_summaries: image summaries 'image' (the input) and 'distorted_image'.
     """
-    image = tf.image.convert_image_dtype(image, tf.float32)
-    if is_training:
+    if add_image_summaries:
+        _summarize('image', image)
+    image = _to_float(image, use_grayscale)
+    if padding > 0:
         image = tf.pad(image, [[padding, padding], [padding, padding], [0, 0]])
-        image = tf.image.random_crop(image, [output_height, output_width, image.shape[-1]])
-        image = tf.image.random_flip_left_right(image)
-        image = tf.image.random_brightness(image, max_delta=63 / 255)
-        image = tf.image.random_contrast(image, lower=0.2, upper=1.8)
-    else:
-        image = tf.image.resize_with_crop_or_pad(image, output_height, output_width)
+    channels = image.shape.as_list()[-1] or 3
+    image = tf.random_crop(image, [output_height, output_width, channels])
+    image = tf.image.random_flip_left_right(image)
+    if add_image_summaries:
+        _summarize('distorted_image', image)
+    image = tf.image.random_brightness(image, max_delta=63)
+    image = tf.image.random_contrast(image, lower=0.2, upper=1.8)
     return tf.image.per_image_standardization(image)
+
+
+def preprocess_for_eval(image, output_height, output_width, add_image_summaries=True,
+                        use_grayscale=False):
+    """Returns float32 [output_height, output_width, C'] standardized: the central crop of
+    `image` [H, W, C], padded with zeros where it is smaller.
+
+    use_grayscale: turn the (RGB) image into one channel of luma first, so C' is 1 (else C).
+    add_image_summaries: image summaries 'image' (the input) and 'resized_image'.
+    """
+    if add_image_summaries:
+        _summarize('image', image)
+    image = _to_float(image, use_grayscale)
+    image = tf.image.resize_image_with_crop_or_pad(image, output_height, output_width)
+    if add_image_summaries:
+        _summarize('resized_image', image)
+    return tf.image.per_image_standardization(image)
+
+
+def preprocess_image(image, output_height, output_width, is_training=False,
+                     add_image_summaries=True, use_grayscale=False, padding=_PADDING):
+    """Returns float32 [output_height, output_width, C']: preprocess_for_train's result (with
+    `padding`) when is_training, else preprocess_for_eval's."""
+    if is_training:
+        return preprocess_for_train(image, output_height, output_width, padding,
+                                    add_image_summaries, use_grayscale)
+    return preprocess_for_eval(image, output_height, output_width, add_image_summaries,
+                               use_grayscale)

@@ -12,11 +12,15 @@ from slim_deploy.preprocessing import inception_preprocessing
 BGR_MEANS = (103.939, 116.779, 123.68)
 
 
-def preprocess_image(image, output_height, output_width, is_training=False):
+def preprocess_image(image, output_height, output_width, is_training=False,
+                     use_grayscale=False):
     """Returns float32 [output_height, output_width, 3], RGB in [0, 255].
 
     image: [H, W, C], uint8 in [0, 255] or float in [0, 1], with C 1 or 3.
+    use_grayscale: turn the (RGB) image into gray first (still three equal channels).
     """
+    if use_grayscale:
+        image = tf.image.rgb_to_grayscale(image)
     if image.shape[-1] == 1:
         image = tf.image.grayscale_to_rgb(image)
     scaled = inception_preprocessing.preprocess_image(image, output_height, output_width,
@@ -24,10 +28,12 @@ def preprocess_image(image, output_height, output_width, is_training=False):
     return (scaled + 1.0) * 127.5
 
 
-def preprocess_image_caffe(image, output_height, output_width, is_training=False):
+def preprocess_image_caffe(image, output_height, output_width, is_training=False,
+                           use_grayscale=False):
     """Returns float32 [output_height, output_width, 3]: BGR in [0, 255] minus BGR_MEANS.
 
     image: [H, W, C], uint8 in [0, 255] or float in [0, 1], with C 1 or 3.
+    use_grayscale: turn the (RGB) image into gray first (still three equal channels).
     """
-    rgb = preprocess_image(image, output_height, output_width, is_training)
+    rgb = preprocess_image(image, output_height, output_width, is_training, use_grayscale)
     return tf.reverse(rgb, axis=[-1]) - tf.constant(BGR_MEANS, tf.float32)

@@ -16,7 +16,8 @@ from slim_deploy.preprocessing import (cifarnet_preprocessing, inception_preproc
                                        keras_preprocessing, lenet_preprocessing, vgg_preprocessing,
                                        video_preprocessing)
 
-# Family -> preprocess_image(image, output_height, output_width, is_training, **kwargs).
+# Family -> preprocess_image(image, output_height, output_width, is_training, use_grayscale,
+# **kwargs).
 PREPROCESSING = Registry('preprocessing_name', {
     'cifarnet': cifarnet_preprocessing.preprocess_image,
     'inception': inception_preprocessing.preprocess_image,
@@ -38,16 +39,18 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
     """Returns preprocessing_fn(image, output_height, output_width, **kwargs) for `name`.
 
     preprocessing_fn takes one image [H, W, C] (a video [T, H, W, C] for 'video') with
-    C 1 or 3 known statically (decode with channels=1 or 3), uint8 in [0, 255] or float in
-    [0, 1], and returns float32 [output_height, output_width, C'] ([T, ...] for videos),
-    training (random augmentation) or evaluation preprocessing as `is_training` says. C'
-    is C, or 1 with use_grayscale, which turns RGB into luma first; the 'keras' families
-    always give 3 (grayscale becomes RGB), as the tf-keras applications need. The other
-    families need no 3 channels, but a net restored from an RGB checkpoint does. kwargs go
-    to the family's preprocess_image (e.g. inception's bbox).
+    C 1 or 3 known statically (decode with channels=1 or 3), uint8 in [0, 255] (or float
+    as the family takes it), and returns float32 [output_height, output_width, C']
+    ([T, ...] for videos): the family's preprocess_image with is_training, use_grayscale
+    and kwargs (e.g. inception's bbox or add_image_summaries). C' is C, or 1 with
+    use_grayscale, which turns RGB into luma (one-channel images stay as they are); the
+    'keras' families always give 3 (grayscale becomes RGB), as the tf-keras applications
+    need. The other families need no 3 channels, but a net restored from an RGB checkpoint
+    does.
 
     name: a family in PREPROCESSING, or a network in NETWORKS (its family). Raises
-    UsageError naming --preprocessing_name and every valid name for an unknown one.
+    UsageError (a ValueError) naming --preprocessing_name and every valid name for an
+    unknown one.
     """
     family = _FAMILY[name]
     preprocess_image = PREPROCESSING[family]
@@ -59,9 +62,8 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
         if image.shape.rank != rank or image.shape[-1] not in (1, 3):
             raise ValueError(f'expected {kind} with 1 or 3 channels known statically, '
                              f'got shape {image.shape}')
-        if use_grayscale and image.shape[-1] == 3:
-            image = tf.image.rgb_to_grayscale(image)
         return preprocess_image(image, output_height, output_width, is_training=is_training,
+                                use_grayscale=use_grayscale and image.shape[-1] == 3,
                                 **kwargs)
 
     return preprocessing_fn

@@ -27,16 +27,19 @@ def _random_crop(video, height, width):
 
 
 def preprocess_image(video, output_height, output_width, is_training=False,
-                     resize_side=RESIZE_SIDE):
-    """Returns float32 [T, output_height, output_width, C] with values in [-1, 1].
+                     use_grayscale=False, resize_side=RESIZE_SIDE):
+    """Returns float32 [T, output_height, output_width, C'] with values in [-1, 1].
 
     video: [T, H, W, C] frames, uint8 in [0, 255] or float in [0, 1], with C known.
     resize_side: the frames' smaller side after resizing, in pixels, but never below the
       larger output side, so the crop always fits.
     Training: a random crop, the same for all frames, then a left-right flip of the whole
     clip with probability 1/2. Evaluation: the central crop.
+    use_grayscale: turn the (RGB) frames into one channel of luma, so C' is 1 (else C).
     """
     video = tf.image.convert_image_dtype(video, tf.float32)
+    if use_grayscale:
+        video = tf.image.rgb_to_grayscale(video)
     video = _resize_smaller_side(video, max(resize_side, output_height, output_width))
     if is_training:
         video = _random_crop(video, output_height, output_width)
