@@ -1,29 +1,49 @@
-"""TF-Slim's I3D (Carreira and Zisserman, 2017): Inception v1 inflated to 3-D.
-
-Conv2d_1a_7x7 spans 7 frames and every 3x3 convolution from Conv2d_2c_3x3 on is 3x3x3;
-no gating. Variables are TF-Slim's, under 'InceptionV1' (see slim_deploy/nets/i3d_utils.py).
+"""TF-Slim's I3D (Carreira and Zisserman, 2017, "Quo Vadis, Action Recognition?"):
+Inception v1 inflated to 3-D, built as S3D-G (slim_deploy/nets/s3dg.py) without gating:
+Conv2d_1a_7x7 spans 7 frames and the 3x3 convolutions from Conv2d_2c_3x3 on span 3
+(full 3x3x3 kernels in i3d_arg_scope, separable with separable_conv3d).
 """
-from slim_deploy.nets import i3d_utils
+import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import tf_slim as slim
 
-i3d_arg_scope = i3d_utils.video_inception_arg_scope
+from slim_deploy.nets import i3d_utils, s3dg
+
+# TF-Slim's module-level aliases.
+trunc_normal = s3dg.trunc_normal
+conv3d_spatiotemporal = i3d_utils.conv3d_spatiotemporal
+
+# I3D's settings of the S3D-G backbone.
+_I3D_BACKBONE = dict(first_temporal_kernel_size=7, temporal_conv_startat='Conv2d_2c_3x3',
+                     gating_startat=None, min_depth=16, depth_multiplier=1.0,
+                     data_format='NDHWC')
 
 
-def i3d(videos, num_classes=1000, is_training=False, dropout_keep_prob=0.8,
-        depth_multiplier=1.0, min_depth=16, scope='InceptionV1'):
-    """Builds I3D on float32 `videos` [batch, frames, height, width, 3] (TF-Slim trains
-    64 frames of 224x224 in [-1, 1]; any number of frames works).
+def i3d_arg_scope(weight_decay=1e-7, batch_norm_decay=0.999, batch_norm_epsilon=0.001,
+                  use_renorm=False, separable_conv3d=False):
+    """The arg_scope I3D is built in: i3d_utils.video_inception_arg_scope with batch
+    renormalization if `use_renorm` and separable spatiotemporal convolutions if
+    `separable_conv3d`."""
+    return i3d_utils.video_inception_arg_scope(weight_decay, batch_norm_decay,
+                                               batch_norm_epsilon, use_renorm,
+                                               separable_conv3d)
 
-    num_classes: width of the logits layer; 0 or None omits it and returns the averaged
-      Mixed_5c features [batch, 1024] instead.
-    dropout_keep_prob: probability of keeping a pooled activation before the logits
-      layer; dropout acts only when `is_training`, as does batch norm's batch statistics.
-    depth_multiplier, min_depth: every layer's depth d becomes max(int(d *
-      depth_multiplier), min_depth).
-    Returns (net, end_points) as i3d_utils.video_inception does: logits [batch,
-    num_classes] (or the features); end_points from 'Conv2d_1a_7x7' to 'Mixed_5c', and
-    'Logits' and 'Predictions'.
-    """
-    return i3d_utils.video_inception(
-        videos, num_classes, is_training, dropout_keep_prob, scope,
-        first_temporal_kernel_size=7, temporal_conv_startat='Conv2d_2c_3x3', gating_startat=None,
-        separable=False, depth_multiplier=depth_multiplier, min_depth=min_depth)
+
+def i3d_base(inputs, final_endpoint='Mixed_5c', scope='InceptionV1'):
+    """Builds I3D's backbone on `inputs` [batch, frames, height, width, channels] up to
+    `final_endpoint`; returns (net, end_points) as s3dg.s3dg_base does."""
+    return s3dg.s3dg_base(inputs, final_endpoint=final_endpoint, scope=scope, **_I3D_BACKBONE)
+
+
+def i3d(inputs, num_classes=1000, dropout_keep_prob=0.8, is_training=True,
+        prediction_fn=slim.softmax, spatial_squeeze=True, reuse=None, scope='InceptionV1'):
+    """Builds I3D on `inputs` [batch, frames, height, width, channels] (TF-Slim trains
+    64 frames of 224x224 in [-1, 1]) with s3dg.s3dg's classifier; the parameters and
+    the returned (net, end_points) are s3dg.s3dg's (num_classes 0 or None: the averaged
+    features)."""
+    return s3dg.s3dg(inputs, num_classes, final_endpoint='Mixed_5c',
+                     dropout_keep_prob=dropout_keep_prob, is_training=is_training,
+                     prediction_fn=prediction_fn, spatial_squeeze=spatial_squeeze,
+                     reuse=reuse, scope=scope, **_I3D_BACKBONE)
+
+
+i3d.default_image_size = 224
