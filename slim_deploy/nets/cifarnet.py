@@ -8,6 +8,8 @@ import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from slim_deploy.nets.fully_convolutional import trunc_normal
+
 
 def _local_response_norm(net, name):
     """TF-Slim CifarNet's LRN: depth radius 4, bias 1, alpha 0.001 / 9, beta 0.75."""
@@ -15,16 +17,18 @@ def _local_response_norm(net, name):
 
 
 def cifarnet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
-             scope='CifarNet'):
+             prediction_fn=slim.softmax, scope='CifarNet'):
     """Builds CifarNet on `images`, a float32 [batch, height, width, channels] tensor.
 
     num_classes: width of the logits layer 'logits'; 0 or None omits it and returns the
       fc4 features [batch, 192] instead.
     dropout_keep_prob: probability of keeping an fc3 activation; dropout acts only when
       `is_training`.
+    prediction_fn: (logits, scope='Predictions') -> the predictions (slim.softmax: op
+      'CifarNet/Predictions/Reshape_1').
     Returns (net, end_points): net is the logits [batch, num_classes] (or the features);
     end_points maps 'conv1', 'pool1', 'conv2', 'pool2', 'Flatten', 'fc3', 'fc4', 'Logits'
-    and 'Predictions' (softmax) to their tensors.
+    and 'Predictions' to their tensors.
     """
     end_points = {}
     with tf.variable_scope(scope, 'CifarNet', [images]):
@@ -49,11 +53,14 @@ def cifarnet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
             return net, end_points
         logits = slim.fully_connected(
             net, num_classes, activation_fn=None, weights_regularizer=None,
-            weights_initializer=tf.truncated_normal_initializer(stddev=1 / 192.0),
+            weights_initializer=trunc_normal(1 / 192.0),
             biases_initializer=tf.zeros_initializer(), scope='logits')
         end_points['Logits'] = logits
-        end_points['Predictions'] = slim.softmax(logits, scope='Predictions')
+        end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
     return logits, end_points
+
+
+cifarnet.default_image_size = 32
 
 
 def cifarnet_arg_scope(weight_decay=0.004):
@@ -63,11 +70,11 @@ def cifarnet_arg_scope(weight_decay=0.004):
     The logits layer overrides these: stddev 1/192, zero biases, no penalty."""
     with slim.arg_scope(
             [slim.conv2d],
-            weights_initializer=tf.truncated_normal_initializer(stddev=0.05),
+            weights_initializer=trunc_normal(0.05),
             activation_fn=tf.nn.relu):
         with slim.arg_scope(
                 [slim.fully_connected],
-                weights_initializer=tf.truncated_normal_initializer(stddev=0.04),
+                weights_initializer=trunc_normal(0.04),
                 biases_initializer=tf.constant_initializer(0.1),
                 weights_regularizer=slim.l2_regularizer(weight_decay),
                 activation_fn=tf.nn.relu) as scope:

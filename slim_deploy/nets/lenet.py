@@ -7,16 +7,19 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 
-def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5, scope='LeNet'):
+def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
+          prediction_fn=slim.softmax, scope='LeNet'):
     """Builds LeNet on `images`, a float32 [batch, height, width, channels] tensor.
 
     num_classes: width of the logits layer 'fc4'; 0 or None omits it (and the dropout
       before it) and returns the fc3 features [batch, 1024] instead.
     dropout_keep_prob: probability of keeping an fc3 activation; dropout acts only when
       `is_training`.
+    prediction_fn: (logits, scope='Predictions') -> the predictions, built outside the
+      variable scope `scope` (slim.softmax: op 'Predictions/Reshape_1').
     Returns (net, end_points): net is the logits [batch, num_classes] (or the features);
     end_points maps 'conv1', 'pool1', 'conv2', 'pool2', 'Flatten', 'fc3', 'dropout3',
-    'Logits' and 'Predictions' (softmax) to their tensors.
+    'Logits' and 'Predictions' to their tensors.
     """
     end_points = {}
     with tf.variable_scope(scope, 'LeNet', [images]):
@@ -38,8 +41,11 @@ def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5, scop
         end_points['dropout3'] = net
         logits = slim.fully_connected(net, num_classes, activation_fn=None, scope='fc4')
         end_points['Logits'] = logits
-        end_points['Predictions'] = slim.softmax(logits, scope='Predictions')
+    end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
     return logits, end_points
+
+
+lenet.default_image_size = 28
 
 
 def lenet_arg_scope(weight_decay=0.0):
