@@ -18,7 +18,6 @@ import functools
 import importlib
 import importlib.util
 import os
-import sys
 import warnings
 
 # The newest TensorFlow (major, minor) the repairs are tested on; setup.py pins below the next.
