@@ -1,5 +1,6 @@
-"""NASNet-A and PNASNet-5 (TF-Slim's `nets/nasnet`), sharing one cell implementation.
+"""NASNet-A and PNASNet-5 (TF-Slim's `nets/nasnet`).
 
-`cells` holds what both families share (cell tables, drop path, stems, heads, the body);
-`nasnet` and `pnasnet` hold their cells, configurations, builders and arg_scopes.
+`nasnet_utils` holds the cell and operations both share, `nasnet` NASNet-A's
+configurations, builders and arg_scopes and the body both build, `pnasnet` PNASNet-5's cell,
+configurations, builders and arg_scopes.
 """
