@@ -1,5 +1,6 @@
-"""nets_factory: every registered net builds to the factory's contract; exact variables
-for LeNet, CifarNet and VGG-16; features without a logits layer; clone-style reuse.
+"""nets_factory: every registered net builds to the factory's contract; slim's maps and
+get_network_fn; exact variables for LeNet, CifarNet and VGG-16; features without a logits
+layer; clone-style reuse.
 
 Graphs are built in a private tf.Graph, so eager mode stays on; only LeNet and CifarNet
 are run (the big nets build their graphs only).
@@ -10,9 +11,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+import tf_slim as slim
+
 from slim_deploy.deployment.errors import UsageError
 from helpers import parameters, variable_shapes
-from slim_deploy.nets import nets_factory
+from slim_deploy.nets import nets_factory, resnet_v1
 
 NUM_CLASSES = 7
 NETS_WITH_AUX_LOGITS = {'inception_v3', 'inception_v4', 'inception_resnet_v2'}
@@ -35,8 +38,6 @@ def test_every_network_builds_logits_at_its_default_size(name):
     with tf.Graph().as_default():
         logits, end_points = _build(name)  # Evaluation mode: 20% faster to build.
     assert logits.shape.as_list() == [2, NUM_CLASSES]
-    assert end_points['Logits'] is logits
-    assert end_points['Predictions'].shape.as_list() == [2, NUM_CLASSES]
     assert ('AuxLogits' in end_points) == (name in NETS_WITH_AUX_LOGITS)
     if name in NETS_WITH_AUX_LOGITS:
         assert end_points['AuxLogits'].shape.as_list() == [2, NUM_CLASSES]
@@ -158,28 +159,57 @@ def test_the_registry_holds_every_slim_network_and_the_keras_applications():
         pnasnet_mobile""".split())
 
 
+def test_slims_maps_hold_every_network_and_get_network_fn_reads_them():
+    assert list(nets_factory.networks_map) == list(nets_factory.arg_scopes_map) == list(
+        nets_factory.NETWORKS)
+    assert nets_factory.networks_map['resnet_v1_50'] is resnet_v1.resnet_v1_50
+    assert nets_factory.arg_scopes_map['resnet_v1_50'] is resnet_v1.resnet_arg_scope
+    network_fn = nets_factory.get_network_fn('resnet_v1_50', 10)
+    assert network_fn.__name__ == 'resnet_v1_50'  # functools.wraps, as slim's.
+    assert network_fn.default_image_size == resnet_v1.resnet_v1_50.default_image_size == 224
+
+
+def test_a_network_added_to_slims_maps_builds_by_name(monkeypatch):
+    """As in slim: code that puts its own net into both maps gets it from get_network_fn,
+    in its arg_scope, with the factory's num_classes and is_training."""
+    def tiny(images, num_classes=5, is_training=True, scope='Tiny'):
+        with tf.variable_scope(scope):
+            net = slim.fully_connected(slim.flatten(images), num_classes)
+        return net, {'is_training': is_training}
+
+    def tiny_arg_scope(weight_decay=0.0):
+        with slim.arg_scope([slim.fully_connected], activation_fn=None,
+                            weights_regularizer=slim.l2_regularizer(weight_decay)) as scope:
+            return scope
+
+    monkeypatch.setitem(nets_factory.networks_map, 'tiny', tiny)
+    monkeypatch.setitem(nets_factory.arg_scopes_map, 'tiny', tiny_arg_scope)
+    with tf.Graph().as_default():
+        net, end_points = nets_factory.get_network_fn('tiny', 3, weight_decay=0.1)(
+            tf.zeros([2, 4, 4, 1]))
+        assert len(tf.losses.get_regularization_losses()) == 1
+    assert net.shape.as_list() == [2, 3] and net.op.type == 'BiasAdd'
+    assert end_points == {'is_training': False}
+
+
 @pytest.mark.parametrize('name, num_classes, features, logits_scope', [
-    ('lenet', None, 1024, 'LeNet/fc4'),
-    ('lenet', 0, 1024, 'LeNet/fc4'),
-    ('cifarnet', None, 192, 'CifarNet/logits'),
-    pytest.param('resnet_v1_50', 0, 2048, 'resnet_v1_50/logits', marks=pytest.mark.slow),
+    ('lenet', None, [2, 1024], 'LeNet/fc4'),
+    ('lenet', 0, [2, 1024], 'LeNet/fc4'),
+    ('cifarnet', None, [2, 192], 'CifarNet/logits'),
+    pytest.param('vgg_16', 0, [2, 1, 1, 4096], 'vgg_16/fc8', marks=pytest.mark.slow),
+    pytest.param('resnet_v1_50', 0, [2, 1, 1, 2048], 'resnet_v1_50/logits',
+                 marks=pytest.mark.slow),
+    pytest.param('keras_mobilenet_v3_small', 0, [2, 576], 'logits', marks=pytest.mark.slow),
 ])
 def test_no_classes_returns_features_without_a_logits_layer(name, num_classes, features,
                                                             logits_scope):
+    """As the net returns them: slim's convolutional nets keep their 1x1 spatial axes."""
     with tf.Graph().as_default():
         net, end_points = _build(name, num_classes)
         variables = variable_shapes()
-    assert net.shape.as_list() == [2, features]
+    assert net.shape.as_list() == features
     assert 'Logits' not in end_points and 'Predictions' not in end_points
     assert variables and not any(v.startswith(logits_scope) for v in variables)
-
-
-@pytest.mark.parametrize('name', sorted(
-    name for name, network in nets_factory.NETWORKS.items() if not network.logits_optional))
-def test_nets_that_always_have_logits_reject_no_classes(name):
-    with pytest.raises(UsageError, match=f"^--model_name '{name}' always has a logits layer: "
-                                         "num_classes must be a positive integer, got None$"):
-        nets_factory.get_network_fn(name, None)
 
 
 @pytest.mark.parametrize('name', CONTRACTS)

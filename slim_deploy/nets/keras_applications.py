@@ -68,6 +68,8 @@ def _application(constructor, preprocessing):
                                        tf.GraphKeys.REGULARIZATION_LOSSES)
         return model.output, {}
 
+    builder.default_image_size = 224
+
     def arg_scope(weight_decay=0.0):
         with slim.arg_scope([builder], weight_decay=weight_decay) as scope:
             return scope

@@ -130,6 +130,3 @@ def training_scope(**kwargs):
     """mobilenet.training_scope(**kwargs): is_training, weight_decay, stddev,
     dropout_keep_prob, bn_decay."""
     return lib.training_scope(**kwargs)
-
-
-mobilenet_v2 = mobilenet  # Transitional: nets_factory's old name (TF-Slim's is `mobilenet`).

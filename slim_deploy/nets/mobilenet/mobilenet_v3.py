@@ -239,7 +239,3 @@ def _reduce_consecutive_layers(conv_defs, start_id, end_id, multiplier=0.5):
 # For object detection: the last stage and the head at half their depth.
 V3_LARGE_DETECTION = _reduce_consecutive_layers(V3_LARGE, 13, 16)
 V3_SMALL_DETECTION = _reduce_consecutive_layers(V3_SMALL, 9, 12)
-
-
-# Transitional: nets_factory's old names (TF-Slim's are edge_tpu and edge_tpu_075).
-edgetpu, edgetpu_075 = edge_tpu, edge_tpu_075
