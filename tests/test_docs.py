@@ -1,8 +1,9 @@
 """The README and the manual (docs/) stay whole without building them: the flag reference is
 what its generator prints from the configs now, every page is in the navigation, every
-relative link and anchor resolves, and the README stays a short front page whose first code
-block holds the two set-up commands CI runs. (`sphinx-build -W -n`, in .ci/run, checks the
-rest.)"""
+relative link and anchor resolves, the slim compatibility page's modules and names exist at
+slim's import paths, and the README stays a short front page whose first code block holds
+the two set-up commands CI runs. (`sphinx-build -W -n`, in .ci/run, checks the rest.)"""
+import importlib
 import pathlib
 import re
 
@@ -89,6 +90,34 @@ def test_every_page_is_in_the_navigation():
 @pytest.mark.parametrize('path', [ROOT / 'README.md', *PAGES], ids=lambda path: path.name)
 def test_relative_links_point_at_existing_files_and_headings(path):
     assert broken_links(path) == []
+
+
+# A row of a table of docs/slim-compatibility.md: | `module` | `name`, `name`, ... | note |
+_SLIM_MODULE_ROW = re.compile(r'^\| `([\w.]+)` \|(.*?)\|(.*?)\|$', re.MULTILINE)
+
+
+def slim_modules():
+    """{module: (its public names, provided)} as docs/slim-compatibility.md lists them; a
+    module is not provided when its row says so."""
+    text = (DOCS / 'slim-compatibility.md').read_text()
+    return {module: (re.findall(r'`(\w+)`', names), 'not provided' not in note)
+            for module, names, note in _SLIM_MODULE_ROW.findall(text)}
+
+
+def test_the_slim_compatibility_page_lists_slims_library():
+    modules = slim_modules()
+    assert len(modules) == 54  # research/slim's library modules, model_deploy included.
+    assert sum(provided for _, provided in modules.values()) == 51
+
+
+@pytest.mark.parametrize('module, names',
+                         [(module, names) for module, (names, provided) in slim_modules().items()
+                          if provided])
+def test_every_module_and_name_on_the_slim_compatibility_page_exists_at_slims_path(module,
+                                                                                     names):
+    imported = importlib.import_module(module)
+    assert imported.__name__ == f'slim_deploy.{module}'
+    assert [name for name in names if not hasattr(imported, name)] == []
 
 
 def test_the_readme_is_a_short_front_page():

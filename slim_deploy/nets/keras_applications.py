@@ -1,7 +1,8 @@
 """tf-keras applications in the zoo, built from scratch (weights=None: nothing is downloaded)
 behind the zoo's calling convention: builder(images, num_classes, is_training=...) ->
-(logits [batch, num_classes], end_points), or pooled features [batch, depth] when
-num_classes is None; `weight_decay` comes through the Network's arg_scope, as for slim's nets.
+(logits [batch, num_classes], end_points: 'Logits' and their softmax 'Predictions', as
+slim's nets name them), or (pooled features [batch, depth], {}) when num_classes is None;
+`weight_decay` comes through the Network's arg_scope, as for slim's nets.
 
 Each call builds a new tf-keras model on `images` (3 channels), in training mode (batch
 norm on batch statistics, its moving averages updated; dropout on) or inference mode as
@@ -66,7 +67,10 @@ def _application(constructor, preprocessing):
                 if weight.shape.rank > 1:  # A kernel.
                     tf.losses.add_loss(weight_decay * tf.nn.l2_loss(weight),
                                        tf.GraphKeys.REGULARIZATION_LOSSES)
-        return model.output, {}
+        if not num_classes:
+            return model.output, {}
+        return model.output, {'Logits': model.output,
+                              'Predictions': tf.nn.softmax(model.output, name='Predictions')}
 
     builder.default_image_size = 224
 
