@@ -14,11 +14,11 @@ from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.
 
 
-def launch_cluster(*options, args, timeout=LAUNCH_TIMEOUT_SECS):
-    """Runs the launcher with `options` on train_image_classifier.py with `args`; returns
-    (exit code, stdout + stderr)."""
-    result = run([sys.executable, '-m', 'slim_deploy.deployment.launch', *options, '--', *TRAIN,
-                  *args], cwd=REPO, timeout=timeout)
+def launch_cluster(*options, args, command=TRAIN, timeout=LAUNCH_TIMEOUT_SECS):
+    """Runs the launcher with `options` on `command` (a list; default:
+    train_image_classifier.py) with `args`; returns (exit code, stdout + stderr)."""
+    result = run([sys.executable, '-m', 'slim_deploy.deployment.launch', *options, '--',
+                  *command, *args], cwd=REPO, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
 
 
