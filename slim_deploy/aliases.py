@@ -15,6 +15,13 @@ slim_deploy.pth runs it at interpreter start, and importing slim_deploy does too
 Either name gives the same module object: sys.modules holds it under both, and its
 __name__ and __spec__ are slim_deploy's.
 
+One name of TensorFlow 1's contrib is served too, as slim's scripts import it:
+`from tensorflow.contrib import quantize` (and `import tensorflow.contrib.quantize`) gives
+slim_deploy.deployment.quantize, inside an empty stand-in package `tensorflow.contrib` made
+only when no other finder provides that package (a real one, TensorFlow 1's, is never
+shadowed). Nothing else is under the stand-in: `from tensorflow.contrib import slim` fails
+with ImportError, as on TensorFlow 2.
+
 The finder also repairs tf-slim for the installed TensorFlow right before tf_slim is first
 imported (slim_deploy.deployment.compat), so slim's code runs in any program.
 """
@@ -28,6 +35,9 @@ NAMES = frozenset([
     'datasets', 'deployment', 'image_classifier', 'nets', 'preprocessing',
     'check_equivalence', 'download_and_convert_data', 'eval_image_classifier',
     'export_inference_graph', 'train_image_classifier'])
+CONTRIB = 'tensorflow.contrib'
+# The modules of TensorFlow 1's contrib served, by name: slim_deploy's module of each.
+CONTRIB_MODULES = {CONTRIB + '.quantize': PACKAGE + '.deployment.quantize'}
 
 
 def install():
@@ -45,6 +55,8 @@ class _Finder:
         if name == 'tf_slim':
             _repair_tf_slim()
             return None
+        if name == CONTRIB or name in CONTRIB_MODULES:
+            return self._contrib_spec(name, path, target)
         if name.partition('.')[0] not in NAMES:
             return None
         import importlib.util  # Here, not at every interpreter's start: it takes 2 ms.
@@ -66,6 +78,20 @@ class _Finder:
         return importlib.util.spec_from_loader(
             name, _Alias(real), origin=real.origin,
             is_package=real.submodule_search_locations is not None)
+
+    def _contrib_spec(self, name, path, target):
+        """The spec of the stand-in package CONTRIB, or of one of CONTRIB_MODULES inside it;
+        None when another finder provides CONTRIB (or has, for a module inside it)."""
+        import importlib.util
+        if name in CONTRIB_MODULES:
+            if not isinstance(sys.modules.get(CONTRIB), _StandIn):
+                return None
+            real = importlib.util.find_spec(CONTRIB_MODULES[name])
+            return importlib.util.spec_from_loader(name, _Alias(real), origin=real.origin)
+        if any(finder.find_spec(name, path, target) for finder in sys.meta_path
+               if finder is not self and hasattr(finder, 'find_spec')):
+            return None
+        return importlib.util.spec_from_loader(name, _StandInLoader(), is_package=True)
 
 
 def _repair_tf_slim():
@@ -89,3 +115,19 @@ class _Alias:
     def get_code(self, name):
         """The code of the module: `python -m ALIAS` (runpy) runs it."""
         return self.real.loader.get_code(self.real.name)
+
+
+class _StandIn(type(sys)):
+    """The empty package CONTRIB stands for: it holds the CONTRIB_MODULES imported."""
+
+
+class _StandInLoader:
+    """The loader of the stand-in package CONTRIB."""
+
+    def create_module(self, spec):
+        served = ', '.join(sorted(CONTRIB_MODULES))
+        return _StandIn(spec.name, f"TensorFlow 1's {spec.name}, as far as slim-deploy serves "
+                                   f'it: {served}.')
+
+    def exec_module(self, module):
+        pass

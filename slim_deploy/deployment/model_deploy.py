@@ -20,7 +20,7 @@ variable is read once per step onto the worker's CPU for all the clones; or, wit
 gradients all-reduced between the clones of one worker or of all (see replicas).
 
 Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
-our additions (clone_devices, ps_strategy, variable_update, precision, xla,
+our additions (clone_devices, ps_strategy, variable_update, precision, xla, quantize_delay,
 placement_plan). Where this differs from the original: it runs on TensorFlow 2.16+; every
 variable (resource or not, made by slim, tf.get_variable or tf.Variable) goes on the
 variables device; worker devices carry the replica's task, so
@@ -39,8 +39,8 @@ from typing import Callable
 
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment import (accumulation, all_reduce, communication, replicas, sharing,
-                                    sync_batch_norm, watchdog)
+from slim_deploy.deployment import (accumulation, all_reduce, communication, quantize, replicas,
+                                    sharing, sync_batch_norm, watchdog)
 from slim_deploy.deployment import precision as precision_lib
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.registry import Registry
@@ -253,6 +253,12 @@ class DeploymentConfig:
         scales the loss dynamically (precision.DynamicLossScale).
       xla: compile each clone's forward and backward pass with XLA (its ops that XLA
         can compile, under tf.xla.experimental.jit_scope).
+      quantize_delay: None, or train quantization-aware from this global step on (>= 0):
+        deploy() rewrites the clones with quantize.create_training_graph before their
+        gradients (batch norm folded, weights and activations fake-quantized to 8 bits,
+        the ranges shared by the clones and learned from clone 0's batches), or, without
+        an optimizer, with quantize.create_eval_graph. Not with sync_batch_norm (each clone
+        folds its batch norms with its own batch's statistics).
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -265,7 +271,8 @@ class DeploymentConfig:
                  variable_update='parameter_server',
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
                  task_timeout_secs=watchdog.TIMEOUT_SECS, is_chief=None,
-                 sync_batch_norm=False, precision='float32', xla=False):
+                 sync_batch_norm=False, precision='float32', xla=False,
+                 quantize_delay=None):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -316,6 +323,15 @@ class DeploymentConfig:
                              f'got {precision!r}')
         if not isinstance(xla, bool):
             raise ValueError(f'xla must be True or False, got {xla!r}')
+        if quantize_delay is not None:
+            if (isinstance(quantize_delay, bool) or not isinstance(quantize_delay, int) or
+                    quantize_delay < 0):
+                raise ValueError('quantize_delay must be None (no quantization) or an integer '
+                                 f'>= 0, the global step it starts at, got {quantize_delay!r}')
+            if sync_batch_norm:
+                raise ValueError("quantize_delay cannot go with sync_batch_norm=True: the "
+                                 "quantization rewrite folds each clone's batch norm with "
+                                 'the statistics of its own batch')
         self._num_clones = num_clones
         self._clone_on_cpu = clone_on_cpu
         self._replica_id = replica_id
@@ -332,6 +348,7 @@ class DeploymentConfig:
         self._sync_batch_norm = sync_batch_norm
         self._precision = precision
         self._xla = xla
+        self._quantize_delay = quantize_delay
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -349,6 +366,7 @@ class DeploymentConfig:
     sync_batch_norm = property(lambda self: self._sync_batch_norm)
     precision = property(lambda self: self._precision)
     xla = property(lambda self: self._xla)
+    quantize_delay = property(lambda self: self._quantize_delay)
 
     @property
     def replicated(self):
@@ -379,7 +397,8 @@ class DeploymentConfig:
                 f'all_reduce_pack_bytes={self._all_reduce_pack_bytes}, '
                 f'task_timeout_secs={self._task_timeout_secs}, '
                 f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm}, '
-                f'precision={self._precision!r}, xla={self._xla})')
+                f'precision={self._precision!r}, xla={self._xla}, '
+                f'quantize_delay={self._quantize_delay})')
 
     def _check_clone_index(self, clone_index):
         if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
@@ -797,6 +816,10 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     Both apply the update inside a tf.cond, so the variables they train must be resource
     variables (what TensorFlow 2 makes; UsageError for a reference variable).
 
+    With config.quantize_delay the clones are rewritten for quantization-aware training
+    (quantize.create_training_graph) once the global step exists and before their
+    gradients; without an optimizer, for quantized evaluation (quantize.create_eval_graph).
+
     When replicated, var_list, summarize_gradients and the batch-norm updates concern clone
     0's variables (the canonical ones; its update ops update the moving statistics all
     clones share) and its all-reduced gradients. With several workers ('collective'), the
@@ -826,6 +849,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         if optimizer:
             with tf.device(config.variables_device()):
                 global_step = tf.train.get_or_create_global_step()
+            if config.quantize_delay is not None:
+                quantize.create_training_graph(quant_delay=config.quantize_delay)
             if callable(var_list):
                 var_list = var_list()
             loss_scale = precision_lib.DynamicLossScale() if loss_scaling else None
@@ -858,6 +883,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             with tf.control_dependencies([grad_updates, *update_ops]):
                 train_op = tf.identity(total_loss, name='train_op')
         else:
+            if config.quantize_delay is not None:
+                quantize.create_eval_graph()
             total_loss = _total_loss(_gather_clones_losses(clones))
 
         summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
