@@ -8,7 +8,8 @@ batch_size is per clone: one global step consumes batch_size x num_clones exampl
 (x replicas_to_aggregate with --sync_replicas). Restarting the same command resumes from
 the newest intact checkpoint in train_dir; --checkpoint_path only seeds a train_dir that has
 none. SIGTERM or Ctrl-C ends the step in flight, checkpoints it and exits 143 or 130 within
---grace_period_secs.
+--grace_period_secs. --quantize_delay=N trains quantization-aware from global step N (slim's
+flag; -1, the default, trains in float), for an int8 model from export_inference_graph.
 
 As a task of a cluster, named by TF_CONFIG or --ps_hosts/--worker_hosts/--job_name/--task,
 a ps task serves the variables until SIGTERM, a worker trains through its own server

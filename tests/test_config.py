@@ -112,7 +112,8 @@ def test_bad_training_settings_name_their_flag(values, message):
     (EvalConfig, {'eval_image_size': 0}, '--eval_image_size must be an integer >= 1, got 0'),
     (EvalConfig, {'max_num_batches': 0}, '--max_num_batches must be an integer >= 1, got 0'),
     (EvalConfig, {'model_name': 'x'}, "unknown --model_name 'x'; valid: "),
-    (ExportConfig, {}, 'nothing to export: pass --output_file and/or --saved_model_dir'),
+    (ExportConfig, {}, 'nothing to export: pass --output_file, --saved_model_dir and/or '
+                       '--tflite_file'),
     (ExportConfig, {'saved_model_dir': '/tmp/m'},
      '--saved_model_dir needs --checkpoint_path (the values to export)'),
     (ExportConfig, {'output_file': 'g.pb', 'image_size': -3},
@@ -148,7 +149,7 @@ SLIM_TRAIN_DEFAULTS = dict(
     max_number_of_steps=None, use_grayscale=False, checkpoint_path=None,
     checkpoint_exclude_scopes=None, trainable_scopes=None, ignore_missing_vars=False)
 # Ours where they differ, as the README lists: the embedded data and its net, a run that
-# ends, no scope given as the empty list; quantize_delay (tf.contrib.quantize) is gone.
+# ends, no scope given as the empty list.
 OUR_EXCEPTIONS = dict(dataset_name='digits', model_name='lenet', max_number_of_steps=1000,
                       checkpoint_exclude_scopes='', trainable_scopes='')
 
@@ -156,7 +157,6 @@ OUR_EXCEPTIONS = dict(dataset_name='digits', model_name='lenet', max_number_of_s
 def test_every_slim_train_flag_keeps_slims_default_but_the_listed_exceptions():
     ours = TrainConfig().as_flags()
     expected = {**SLIM_TRAIN_DEFAULTS, **OUR_EXCEPTIONS}
-    del expected['quantize_delay']
     assert {name: ours.get(name, 'missing') for name in expected} == expected
 
 

@@ -84,8 +84,8 @@ def test_verbosity_shows_what_tensorflow_says(digits_dir, tmp_path):
     ('eval_image_classifier.py', ['--checkpoint_path={train_dir}', '--model_name=cifarnet'],
      '--model_name=cifarnet contradicts the run recorded in {train_dir}/run_config.json, '
      'which trained lenet'),
-    ('export_inference_graph.py', [], 'nothing to export: pass --output_file and/or '
-                                      '--saved_model_dir'),
+    ('export_inference_graph.py', [], 'nothing to export: pass --output_file, '
+                                      '--saved_model_dir and/or --tflite_file'),
     ('download_and_convert_data.py', ['--dataset_name=svhn'], "unknown --dataset_name 'svhn'"),
 ])
 def test_a_mistake_is_one_line_naming_the_flag(script, args, message, trained, digits_dir,

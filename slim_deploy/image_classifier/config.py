@@ -19,8 +19,8 @@ import types
 import typing
 
 from slim_deploy.datasets import dataset_factory
-from slim_deploy.deployment import (checkpoints, cluster, model_deploy, optimization, training,
-                                    watchdog)
+from slim_deploy.deployment import (checkpoints, cluster, model_deploy, optimization, tflite,
+                                    training, watchdog)
 from slim_deploy.deployment.precision import PRECISIONS
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.nets import nets_factory
@@ -416,6 +416,10 @@ class TrainConfig(_RunConfig):
 
     train_dir: str = setting('/tmp/tfmodel/', 'Directory for checkpoints, event files and '
                                               'run_config.json.')
+    quantize_delay: int = setting(
+        -1, 'Train quantization-aware from this global step on (batch norm folded into the '
+            'weights, weights and activations fake-quantized to 8 bits, as tf.contrib.quantize '
+            'did), for an int8 TensorFlow Lite model; -1: off.')
     data: DataConfig = _group(DataConfig)
     model: ModelConfig = _group(ModelConfig)
     devices: DevicesConfig = _group(DevicesConfig)
@@ -426,7 +430,12 @@ class TrainConfig(_RunConfig):
 
     def __post_init__(self):
         _check_int('train_image_size', self.model.image_size, 1, none_ok=True)
+        _check_int('quantize_delay', self.quantize_delay, -1)
         run = self.cluster
+        if self.quantize_delay >= 0 and run.sync_batch_norm:
+            raise UsageError('--quantize_delay and --sync_batch_norm are exclusive: the '
+                             "quantization folds each clone's batch norm into its weights with "
+                             "the statistics of the clone's own batch")
         flag = model_deploy.all_reducing_setting(
             run.variable_update, run.sync_batch_norm,
             lambda name, value: f'--{name}' if value is True else f'--{name}={value}')
@@ -467,6 +476,12 @@ class TrainConfig(_RunConfig):
             self.examples_per_step, optimizing.base_batch_size)
 
 
+_QUANTIZE_HELP = (
+    "{what} the quantized graph, as slim's --quantize (weights and activations "
+    'fake-quantized to 8 bits with the ranges quantization-aware training learned); the '
+    'default is the run\'s: true when it trained with --quantize_delay.')
+
+
 @dataclasses.dataclass(frozen=True)
 class EvalConfig(_RunConfig):
     """Everything evaluate() needs."""
@@ -492,6 +507,11 @@ class EvalConfig(_RunConfig):
     timeout: float | None = setting(
         None, 'With --eval_interval_secs: stop after this many seconds without a new '
               'checkpoint; None: wait for the checkpoint of the run\'s last step.')
+    quantize: bool = setting(False, _QUANTIZE_HELP.format(what='Evaluate'))
+    tflite_file: str = setting(
+        '', 'Score this TensorFlow Lite model (.tflite) with the interpreter instead of a '
+            'checkpoint, on the same examples and metrics; --checkpoint_path still names the '
+            'run whose settings are the defaults.')
 
     def __post_init__(self):
         _check_int('eval_image_size', self.model.image_size, 1, none_ok=True)
@@ -503,6 +523,9 @@ class EvalConfig(_RunConfig):
         if self.timeout is not None and self.eval_interval_secs is None:
             raise UsageError('--timeout needs --eval_interval_secs (it ends continuous '
                              'evaluation)')
+        if self.tflite_file and self.eval_interval_secs is not None:
+            raise UsageError('--eval_interval_secs evaluates new checkpoints as they appear; '
+                             '--tflite_file scores one file: pass one of them')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -511,9 +534,16 @@ class ExportConfig(_RunConfig):
     model: ModelConfig = _group(ModelConfig)
     dataset_name: str = setting('digits', 'Dataset the model was trained on (gives the number '
                                           'of classes and image channels).')
+    dataset_dir: str | None = setting(
+        None, 'Directory of the converted dataset whose examples calibrate int8 '
+              'quantization; None: the default directory of the embedded digits (converted '
+              'there on first use).')
+    dataset_split_name: str = setting('train', 'Split of the dataset those examples are '
+                                               'drawn from.')
     labels_offset: int = setting(0, 'Labels offset used in training.')
     batch_size: int | None = setting(None, 'Batch size of the input; None leaves it open.')
     is_training: bool = setting(False, 'Export the training-mode graph.')
+    quantize: bool = setting(False, _QUANTIZE_HELP.format(what='Export'))
     output_file: str = setting('', 'Where to write the GraphDef (slim\'s format, no variable '
                                    'values).')
     write_text_graphdef: bool = setting(False, 'Write the GraphDef as text.')
@@ -521,19 +551,56 @@ class ExportConfig(_RunConfig):
                                                 'into the SavedModel.')
     saved_model_dir: str = setting('', 'Where to write the SavedModel (must not exist or be '
                                        'empty).')
+    tflite_file: str = setting(
+        '', "Where to write a TensorFlow Lite model (.tflite) of the checkpoint: input 'input' "
+            "(as the GraphDef's), outputs 'logits' and 'probabilities'.")
+    tflite_quantization: str | None = setting(
+        None, 'Quantization of the .tflite: ' + ', '.join(tflite.QUANTIZATIONS) +
+        ' (float16: float16 weights; dynamic: int8 weights, float activations; int8: int8 '
+        'weights and activations, their ranges calibrated on --representative_steps examples '
+        'of --dataset_split_name, or with --quantize those learned in training and the '
+        "input's calibrated); None: int8 with --quantize, else float.")
+    tflite_io_type: str = setting(
+        'float32', 'Type of the .tflite\'s input and output: ' + ', '.join(tflite.IO_TYPES) +
+        ' (int8 and uint8 with --tflite_quantization=int8, quantized with the scale and zero '
+        'point the model records).')
+    representative_steps: int = setting(
+        100, 'Examples (batches of one, shuffled, preprocessed for evaluation) that calibrate '
+             'int8 quantization.')
 
     def __post_init__(self):
         _check_int('image_size', self.model.image_size, 1, none_ok=True)
         _check_int('batch_size', self.batch_size, 1, none_ok=True)
+        _check_int('representative_steps', self.representative_steps, 1)
         num_classes(self.dataset_name, self.labels_offset)
-        if not self.output_file and not self.saved_model_dir:
-            raise UsageError('nothing to export: pass --output_file and/or --saved_model_dir')
-        if self.saved_model_dir and not self.checkpoint_path:
-            raise UsageError('--saved_model_dir needs --checkpoint_path (the values to export)')
+        dataset_factory.get_info(self.dataset_name).num_samples(self.dataset_split_name)
+        if not (self.output_file or self.saved_model_dir or self.tflite_file):
+            raise UsageError('nothing to export: pass --output_file, --saved_model_dir and/or '
+                             '--tflite_file')
+        for flag in ('saved_model_dir', 'tflite_file'):
+            if getattr(self, flag) and not self.checkpoint_path:
+                raise UsageError(f'--{flag} needs --checkpoint_path (the values to export)')
+        if self.tflite_quantization is not None:
+            tflite.QUANTIZATIONS.check(self.tflite_quantization)
+        tflite.check_io_type(self.tflite_model_quantization, self.tflite_io_type)
+        if self.quantize and self.tflite_model_quantization != 'int8':
+            raise UsageError(f'--tflite_quantization={self.tflite_quantization} cannot convert '
+                             'the quantized graph of --quantize, whose ranges make an int8 '
+                             'model: pass --tflite_quantization=int8, or --noquantize')
+        if self.tflite_file and self.is_training:
+            raise UsageError('--tflite_file converts the evaluation graph: drop --is_training')
 
     @property
     def num_classes(self):
         return num_classes(self.dataset_name, self.labels_offset)
+
+    @property
+    def tflite_model_quantization(self):
+        """The quantization of the .tflite: tflite_quantization, or when that is None, int8
+        for the quantized graph (quantize) and float otherwise."""
+        if self.tflite_quantization is not None:
+            return self.tflite_quantization
+        return 'int8' if self.quantize else 'float'
 
 
 def _is_group(field):

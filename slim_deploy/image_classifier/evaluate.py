@@ -1,6 +1,7 @@
-"""evaluate(config) scores a checkpoint on every example of a split, exactly once;
-evaluate_continuously(config) scores each new checkpoint of a training run as it appears
-(slim's evaluation_loop)."""
+"""evaluate(config) scores a checkpoint, or a TensorFlow Lite model, on every example of a
+split, exactly once; evaluate_continuously(config) scores each new checkpoint of a training
+run as it appears (slim's evaluation_loop)."""
+import dataclasses
 import json
 import math
 import os
@@ -11,7 +12,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.datasets import dataset_factory
-from slim_deploy.deployment import checkpoints, fileio, model_deploy
+from slim_deploy.deployment import checkpoints, fileio, model_deploy, quantize, tflite
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.image_classifier import config as run_config
 from slim_deploy.image_classifier import parts, runs
@@ -29,19 +30,111 @@ def evaluate(config):
     'global_step' (of the checkpoint)}, also written to eval_dir/metrics.json and, as
     eval/Accuracy and eval/Recall_5, to an event file in eval_dir. Several clones split
     each step's batches; the last step's are padded with zero-weight examples, so every
-    example counts once and none is dropped. Raises UsageError when the checkpoint or the
-    dataset is missing or eval_dir cannot be written. config.eval_interval_secs and
+    example counts once and none is dropped. With config.quantize the network is the
+    quantized graph (quantize.create_eval_graph). Raises UsageError when the checkpoint or
+    the dataset is missing or eval_dir cannot be written. config.eval_interval_secs and
     config.timeout play no part here (see evaluate_continuously).
+
+    With config.tflite_file, that TensorFlow Lite model is scored instead, by TensorFlow's
+    interpreter on the same examples with the same metrics ('global_step' None, no event
+    file; see _evaluate_tflite).
     """
+    if config.tflite_file:
+        return _evaluate_tflite(config)
     checkpoint = checkpoints.resolve_checkpoint(config.checkpoint_path)
     return _evaluate_checkpoint(config, _prepare(config), checkpoint)
 
 
-def _prepare(config):
-    """The Classifier that `config` names, once eval_dir is known to be writable."""
-    model = parts.classifier(config.data, config.model, is_training=False)
+def _prepare(config, model=None):
+    """The Classifier that `config` names (with ModelConfig `model` instead of config.model
+    unless it is None), once eval_dir is known to be writable."""
+    classifier = parts.classifier(config.data, model or config.model, is_training=False)
     fileio.check_writable_dir(config.eval_dir, '--eval_dir')
-    return model
+    return classifier
+
+
+def _step_sums(logits, labels, weights, num_classes):
+    """float32 [3]: the sums over a batch, weighted by `weights` (float32 [batch]), of the
+    examples whose label (int64 [batch]) is the top class of `logits` (float32 [batch,
+    num_classes]), of those among its top 5 (top num_classes when fewer), and of examples."""
+    correct = tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float32)
+    in_top_k = tf.cast(tf.nn.in_top_k(logits, labels, min(5, num_classes)), tf.float32)
+    return tf.stack([tf.reduce_sum(correct * weights), tf.reduce_sum(in_top_k * weights),
+                     tf.reduce_sum(weights)])
+
+
+def _sum_steps(sess, step_sums, max_steps):
+    """The sum of `step_sums` (see _step_sums) over the steps run until the input ends, or
+    max_steps (None: no limit)."""
+    totals = np.zeros(3)
+    step = 0
+    while max_steps is None or step < max_steps:
+        try:
+            totals += sess.run(step_sums)
+        except tf.errors.OutOfRangeError:
+            break
+        step += 1
+    return totals
+
+
+def _metrics(totals, global_step):
+    """evaluate()'s metrics of the sums of _sum_steps."""
+    correct, in_top_k, num_examples = totals
+    return {'accuracy': float(correct / max(num_examples, 1)),
+            'recall_5': float(in_top_k / max(num_examples, 1)),
+            'num_examples': int(round(num_examples)), 'global_step': global_step}
+
+
+def _evaluate_tflite(config):
+    """Scores the TensorFlow Lite model of config.tflite_file as evaluate() says.
+
+    The model takes float32 images (or int8/uint8 ones, quantized from them with its input's
+    scale and zero point) of the size the preprocessing gives, config.model.image_size
+    (None: the model's); its output named 'logits' (else its first) is scored. Raises
+    UsageError when the file is not such a model for the classes and images of config.
+    """
+    path = config.tflite_file
+    network = _tflite_model(path)
+    height, width, channels = network.input_shape[1:]
+    model = config.model
+    if model.image_size is None:
+        model = dataclasses.replace(model, image_size=height)
+    classifier = _prepare(config, model)
+    size = classifier.image_size
+    expected = (size, size, run_config.input_channels(config.data.dataset_name, model))
+    if (height, width, channels) != expected:
+        raise UsageError(f'--tflite_file {path!r} takes {height}x{width}x{channels} images, but '
+                         f'--eval_image_size={size} and --dataset_name='
+                         f'{config.data.dataset_name} give {"x".join(map(str, expected))}')
+    output = 'logits' if 'logits' in network.output_shapes else next(iter(network.output_shapes))
+    if network.output_shapes[output][1:] != (classifier.num_classes,):
+        raise UsageError(f'--tflite_file {path!r} gives {output} of shape '
+                         f'{list(network.output_shapes[output])}, not the '
+                         f'{classifier.num_classes} classes of --dataset_name='
+                         f'{config.data.dataset_name} (--labels_offset='
+                         f'{config.data.labels_offset})')
+    with tf.Graph().as_default():
+        images, labels, weights = tf.data.make_one_shot_iterator(
+            classifier.evaluation_batches(config.data, 1)).get_next()
+        logits = tf.numpy_function(lambda batch: network(batch)[output], [images], tf.float32)
+        step_sums = _step_sums(tf.ensure_shape(logits, [None, classifier.num_classes]),
+                               labels, weights, classifier.num_classes)
+        with tf.Session() as sess:
+            metrics = _metrics(_sum_steps(sess, step_sums, config.max_num_batches), None)
+    fileio.write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
+    return metrics
+
+
+def _tflite_model(path):
+    """The tflite.Model of the file at `path`; UsageError naming --tflite_file when it is
+    not one."""
+    try:
+        with tf.io.gfile.GFile(path, 'rb') as f:
+            return tflite.Model(f.read())
+    except (OSError, tf.errors.OpError, ValueError) as e:
+        message = getattr(e, 'message', None) or str(e)
+        raise UsageError(f'--tflite_file {path!r} is not a readable TensorFlow Lite model of '
+                         f'one input: {message}') from None
 
 
 def _evaluate_checkpoint(config, model, checkpoint):
@@ -60,41 +153,28 @@ def _evaluate_checkpoint(config, model, checkpoint):
             with tf.device(deployment.inputs_device()):
                 images, labels, weights = iterator.get_next()
             logits, _ = model.network_fn(images)
-            correct = tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float32)
-            in_top_k = tf.cast(tf.nn.in_top_k(logits, labels, min(5, model.num_classes)),
-                               tf.float32)
-            return tf.stack([tf.reduce_sum(correct * weights),
-                             tf.reduce_sum(in_top_k * weights), tf.reduce_sum(weights)])
+            return _step_sums(logits, labels, weights, model.num_classes)
 
         clones = model_deploy.create_clones(deployment, model_fn)
+        if config.quantize:
+            quantize.create_eval_graph()
         with tf.device(deployment.optimizer_device()):
             step_sums = tf.add_n([clone.outputs for clone in clones])
-        saver = tf.train.Saver(checkpoints.variables_to_restore(config.moving_average_decay))
 
-        totals = np.zeros(3)
         max_steps = (math.ceil(config.max_num_batches / num_clones)
                      if config.max_num_batches else None)
         master, session_config = parts.session_target(config.devices, num_cpu_devices)
         with tf.Session(master, config=session_config) as sess:
-            saver.restore(sess, checkpoint)
-            step = 0
-            while max_steps is None or step < max_steps:
-                try:
-                    totals += sess.run(step_sums)
-                except tf.errors.OutOfRangeError:
-                    break
-                step += 1
-            trained_steps = int(sess.run(global_step))
-
-        correct, in_top_k, num_examples = totals
-        metrics = {'accuracy': float(correct / max(num_examples, 1)),
-                   'recall_5': float(in_top_k / max(num_examples, 1)),
-                   'num_examples': int(round(num_examples)), 'global_step': trained_steps}
+            parts.restore(sess, checkpoint,
+                          checkpoints.variables_to_restore(config.moving_average_decay),
+                          quantized=config.quantize)
+            metrics = _metrics(_sum_steps(sess, step_sums, max_steps),
+                               int(sess.run(global_step)))
         writer = tf.summary.FileWriterCache.get(config.eval_dir)  # Needs a graph.
         writer.add_summary(tf.Summary(value=[
             tf.Summary.Value(tag='eval/Accuracy', simple_value=metrics['accuracy']),
             tf.Summary.Value(tag='eval/Recall_5', simple_value=metrics['recall_5'])]),
-            trained_steps)
+            metrics['global_step'])
         writer.flush()
     fileio.write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
     return metrics
@@ -214,7 +294,7 @@ def evaluator_config(train_config):
     the run's dataset, model and moving averages (runs.EVAL_DEFAULTS); no timeout."""
     trained = train_config.as_flags()
     return run_config.EvalConfig.from_flags({
-        **{flag: trained[run_flag] for flag, run_flag in runs.EVAL_DEFAULTS.items()},
+        **runs.run_defaults(trained, runs.EVAL_DEFAULTS),
         'checkpoint_path': train_config.train_dir,
         'eval_dir': os.path.join(train_config.train_dir, 'eval'),
         'dataset_split_name': evaluation_split(train_config.data.dataset_name),

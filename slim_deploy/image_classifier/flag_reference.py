@@ -18,12 +18,13 @@ COMMAND = 'python -m slim_deploy.image_classifier.flag_reference > docs/flags.md
 SCRIPTS = (
     ('train_image_classifier', config.TrainConfig, 'trains a network.'),
     ('eval_image_classifier', config.EvalConfig,
-     'evaluates a checkpoint; pointed at a train_dir, the flags it is not given default to '
-     'the run recorded there '
+     'evaluates a checkpoint, or a TensorFlow Lite model (`--tflite_file`); pointed at a '
+     'train_dir, the flags it is not given default to the run recorded there '
      '([Training, evaluation, export](training.md#defaults-from-the-run)).'),
     ('export_inference_graph', config.ExportConfig,
-     'exports a GraphDef and/or a SavedModel; with `--checkpoint_path` the flags it is not '
-     'given default to the run recorded there, as for evaluation.'),
+     'exports a GraphDef, a SavedModel and/or a TensorFlow Lite model; with '
+     '`--checkpoint_path` the flags it is not given default to the run recorded there, as '
+     'for evaluation.'),
 )
 _FLAG = re.compile(r'(?<![\w`])--\w+(=[\w.]+)?')
 

@@ -1,13 +1,15 @@
-"""What a run's config names, built: its dataset split, network and preprocessing, and the
-DeploymentConfig and session set-up of its clones. Training, evaluation and the
-benchmarks build them here, the same way."""
+"""What a run's config names, built: its dataset split, network and preprocessing, the
+DeploymentConfig and session set-up of its clones, and its checkpoint restored. Training,
+evaluation, export and the benchmarks build them here, the same way."""
 import dataclasses
 from collections.abc import Callable
 
 from absl import logging
+import tensorflow.compat.v1 as tf
 
 from slim_deploy.datasets import dataset_factory, dataset_utils, pipeline
 from slim_deploy.deployment import model_deploy, precision, training
+from slim_deploy.deployment.errors import UsageError
 from slim_deploy.nets import nets_factory
 from slim_deploy.preprocessing import preprocessing_factory
 
@@ -26,13 +28,14 @@ class Classifier:
     preprocessing_fn: Callable
     image_size: int
 
-    def training_batches(self, data, replica_id=0, num_replicas=1):
+    def training_batches(self, data, replica_id=0, num_replicas=1, seed=None):
         """An endless shuffled dataset of (images, labels) batches of data.batch_size, this
-        replica's share of the split (see pipeline.training_batches)."""
+        replica's share of the split (see pipeline.training_batches; seed None: a random
+        order)."""
         return pipeline.training_batches(
             self.split, self.preprocessing_fn, self.image_size, data.batch_size,
             data.num_readers, data.num_preprocessing_threads, data.labels_offset,
-            replica_id, num_replicas)
+            replica_id, num_replicas, seed=seed)
 
     def evaluation_batches(self, data, num_clones):
         """Every example of the split once, as (images, labels, weights) batches in groups
@@ -60,9 +63,10 @@ def classifier(data, model, is_training, weight_decay=0.0, split=None):
         image_size=model.image_size_or_default())
 
 
-def deployment(devices, cluster=None):
+def deployment(devices, cluster=None, quantize_delay=None):
     """(DeploymentConfig, number of CPU devices the sessions need; None: the default) for a
-    DevicesConfig and, when training, a ClusterConfig (None: one worker, no ps tasks).
+    DevicesConfig and, when training, a ClusterConfig (None: one worker, no ps tasks) and
+    the global step quantization-aware training starts at (None: none).
 
     On a machine without GPUs each clone gets a CPU device of its own (see
     training.clone_devices). In a cluster named by TF_CONFIG or flags, the worker's devices
@@ -86,7 +90,7 @@ def deployment(devices, cluster=None):
                                            clone_on_cpu=devices.clone_on_cpu,
                                            clone_devices=clone_devices,
                                            precision=devices.precision, xla=devices.xla,
-                                           **replicas)
+                                           quantize_delay=quantize_delay, **replicas)
     slow = precision.slowness(devices.precision, config.clone_device(0), precision.cpu_flags())
     if slow:
         logging.warning(slow)
@@ -110,3 +114,18 @@ def session_target(devices, num_cpu_devices, cluster=None):
         log_device_placement=devices.log_device_placement,
         device_filters=task.device_filters(), collective_leader=leader,
         precision=devices.precision, remote=True)
+
+
+def restore(session, checkpoint, var_list=None, quantized=False):
+    """Restores `var_list` (as tf.train.Saver takes it; None: every variable) from checkpoint
+    prefix `checkpoint` into `session`. quantized: the graph is quantized
+    (quantize.create_eval_graph), so a checkpoint lacking the ranges that
+    quantization-aware training learns raises UsageError naming --quantize."""
+    try:
+        tf.train.Saver(var_list).restore(session, checkpoint)
+    except tf.errors.NotFoundError:
+        if not quantized:
+            raise
+        raise UsageError(f'--quantize needs the ranges of quantization-aware training, which '
+                         f'checkpoint {checkpoint} lacks: train with --quantize_delay, or pass '
+                         '--noquantize') from None

@@ -2,7 +2,8 @@
 
 It holds every setting as slim's flags ('flags'), the placement plan and a few derived
 facts. Evaluation and export pointed at a run (--checkpoint_path=TRAIN_DIR or one of its
-checkpoints) take the run's model, dataset and input settings from it as their defaults.
+checkpoints) take the run's model, dataset and input settings from it as their defaults,
+and the quantized graph (--quantize) when it trained quantization-aware.
 """
 import json
 import os
@@ -13,17 +14,34 @@ from slim_deploy.image_classifier import config as run_config
 
 FILENAME = 'run_config.json'
 
-# {flag of evaluation or export: the run's flag it defaults to}.
+
+def trained_quantized(flags):
+    """Whether the run of `flags` (its recorded flags) trained quantization-aware."""
+    return flags.get('quantize_delay', -1) >= 0
+
+
+# {flag of evaluation or export: the run's flag it defaults to, or a function of the run's
+# flags giving its default}.
 EVAL_DEFAULTS = {
     'model_name': 'model_name', 'dataset_name': 'dataset_name', 'dataset_dir': 'dataset_dir',
     'labels_offset': 'labels_offset', 'preprocessing_name': 'preprocessing_name',
     'use_grayscale': 'use_grayscale', 'moving_average_decay': 'moving_average_decay',
-    'eval_image_size': 'train_image_size',
+    'eval_image_size': 'train_image_size', 'quantize': trained_quantized,
 }
 EXPORT_DEFAULTS = {
-    'model_name': 'model_name', 'dataset_name': 'dataset_name', 'labels_offset': 'labels_offset',
-    'use_grayscale': 'use_grayscale', 'image_size': 'train_image_size',
+    'model_name': 'model_name', 'dataset_name': 'dataset_name', 'dataset_dir': 'dataset_dir',
+    'dataset_split_name': 'dataset_split_name', 'labels_offset': 'labels_offset',
+    'preprocessing_name': 'preprocessing_name', 'use_grayscale': 'use_grayscale',
+    'image_size': 'train_image_size', 'quantize': trained_quantized,
 }
+
+
+def run_defaults(recorded, defaults):
+    """{flag: default} of the flags that `defaults` (EVAL_DEFAULTS or EXPORT_DEFAULTS) maps,
+    from a run's flags `recorded` ({flag: value}), leaving out those it did not record."""
+    return {flag: run_flag(recorded) if callable(run_flag) else recorded[run_flag]
+            for flag, run_flag in defaults.items()
+            if callable(run_flag) or run_flag in recorded}
 
 
 def eval_config(checkpoint_path, **flags):
@@ -64,8 +82,8 @@ def find(checkpoint_path):
 
 def with_run_defaults(checkpoint_path, given, defaults):
     """The flags `given` ({flag: value} set by the user) completed from the run that wrote
-    checkpoint_path's run_config.json, as `defaults` ({flag: the run's flag}) maps them;
-    `given` unchanged when there is no run record.
+    checkpoint_path's run_config.json, as `defaults` maps them (see run_defaults); `given`
+    unchanged when there is no run record.
 
     Raises UsageError when a given flag contradicts the model the run trained: another
     model_name, or a dataset_name/labels_offset/use_grayscale giving the network another
@@ -76,9 +94,7 @@ def with_run_defaults(checkpoint_path, given, defaults):
         return dict(given)
     path, record = found
     recorded = record.get('flags', {})
-    values = {flag: recorded[run_flag] for flag, run_flag in defaults.items()
-              if run_flag in recorded}
-    values.update(given)
+    values = {**run_defaults(recorded, defaults), **given}
     if values.get('model_name') != recorded.get('model_name'):
         raise UsageError(f'--model_name={values["model_name"]} contradicts the run recorded in '
                          f'{path}, which trained {recorded.get("model_name")}; leave '

@@ -37,7 +37,9 @@ def train(config):
     model = parts.classifier(config.data, config.model, is_training=True,
                              weight_decay=config.optimization.weight_decay)
     fileio.check_writable_dir(config.train_dir, '--train_dir')
-    deployment, num_cpu_devices = parts.deployment(config.devices, run)
+    deployment, num_cpu_devices = parts.deployment(
+        config.devices, run,
+        quantize_delay=config.quantize_delay if config.quantize_delay >= 0 else None)
     last_step = config.schedule.max_number_of_steps or None
     # Asynchronous workers other than the chief stop W-1 steps early; the chief waits for
     # their last updates and runs the remaining steps alone (see training.MonitorHook).
