@@ -97,22 +97,17 @@ _SLIM_MODULE_ROW = re.compile(r'^\| `([\w.]+)` \|(.*?)\|(.*?)\|$', re.MULTILINE)
 
 
 def slim_modules():
-    """{module: (its public names, provided)} as docs/slim-compatibility.md lists them; a
-    module is not provided when its row says so."""
+    """{module: its public names} as docs/slim-compatibility.md lists them."""
     text = (DOCS / 'slim-compatibility.md').read_text()
-    return {module: (re.findall(r'`(\w+)`', names), 'not provided' not in note)
-            for module, names, note in _SLIM_MODULE_ROW.findall(text)}
+    return {module: re.findall(r'`(\w+)`', names)
+            for module, names, _ in _SLIM_MODULE_ROW.findall(text)}
 
 
 def test_the_slim_compatibility_page_lists_slims_library():
-    modules = slim_modules()
-    assert len(modules) == 54  # research/slim's library modules, model_deploy included.
-    assert sum(provided for _, provided in modules.values()) == 51
+    assert len(slim_modules()) == 54  # research/slim's library modules, model_deploy included.
 
 
-@pytest.mark.parametrize('module, names',
-                         [(module, names) for module, (names, provided) in slim_modules().items()
-                          if provided])
+@pytest.mark.parametrize('module, names', slim_modules().items())
 def test_every_module_and_name_on_the_slim_compatibility_page_exists_at_slims_path(module,
                                                                                      names):
     imported = importlib.import_module(module)

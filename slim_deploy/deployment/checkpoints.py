@@ -31,18 +31,29 @@ def variables_to_train(trainable_scopes):
     return [v for v in trainable if in_scopes(v.op.name, trainable_scopes)]
 
 
-def resolve_checkpoint(path):
+def resolve_checkpoint(path, flag='--checkpoint_path'):
     """The checkpoint prefix for `path`, a checkpoint prefix or a directory holding
-    checkpoints (its latest); raises UsageError if there is none."""
+    checkpoints (its latest); raises UsageError naming `flag` if there is none."""
     if tf.io.gfile.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
-            raise UsageError(f'--checkpoint_path {path!r} is a directory with no checkpoint')
+            raise UsageError(f'{flag} {path!r} is a directory with no checkpoint')
         return latest
     if not tf.io.gfile.glob(path + '.index') and not tf.io.gfile.exists(path):
-        raise UsageError(f'--checkpoint_path {path!r} is neither a checkpoint nor a directory '
-                         'holding one')
+        raise UsageError(f'{flag} {path!r} is neither a checkpoint nor a directory holding '
+                         'one')
     return path
+
+
+def mismatched_variables(checkpoint, variables):
+    """{name: 'name (checkpoint: SHAPE or missing, model: SHAPE)'}, by name, of the entries
+    of `variables` ({checkpoint name: variable}) that `checkpoint` (a prefix) lacks or holds
+    in another shape."""
+    shapes = dict(tf.train.list_variables(checkpoint))
+    return {name: f'{name} (checkpoint: {shapes.get(name, "missing")}, model: '
+                  f'{variable.shape.as_list()})'
+            for name, variable in sorted(variables.items())
+            if shapes.get(name) != variable.shape.as_list()}
 
 
 def newest_intact(directory):
@@ -125,17 +136,11 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars=False
     `ignore_missing_vars`, which skips them with a warning.
     """
     checkpoint = resolve_checkpoint(checkpoint_path)
-    shapes = dict(tf.train.list_variables(checkpoint))
-    to_restore, skipped = {}, []
-    for var in slim.get_model_variables():
-        name = var.op.name
-        if in_scopes(name, exclude_scopes):
-            continue
-        if shapes.get(name) == var.shape.as_list():
-            to_restore[name] = var
-        else:
-            skipped.append(f'{name} (checkpoint: {shapes.get(name, "missing")}, '
-                           f'model: {var.shape.as_list()})')
+    variables = {var.op.name: var for var in slim.get_model_variables()
+                 if not in_scopes(var.op.name, exclude_scopes)}
+    mismatched = mismatched_variables(checkpoint, variables)
+    to_restore = {name: var for name, var in variables.items() if name not in mismatched}
+    skipped = list(mismatched.values())
     if skipped and not ignore_missing_vars:
         raise UsageError(f'checkpoint {checkpoint} does not match {len(skipped)} variables; '
                          'exclude their scopes with --checkpoint_exclude_scopes or pass '

@@ -102,6 +102,10 @@ def repair():
         if not _importable(old) and _importable(new):
             setattr(importlib.import_module(module_name), name, importlib.import_module(new))
     _run_looper_threads_in_their_graph()
+    # slim.learning.train stops its Supervisor, and managed_session stops it again, logging
+    # the stop to the event file it closed the first time: TF 2 warns on every run.
+    warnings.filterwarnings('ignore', 'Attempting to use a closed FileWriter', UserWarning,
+                            'tensorflow.python.summary.writer.writer')
 
 
 def _run_looper_threads_in_their_graph():

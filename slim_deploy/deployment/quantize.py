@@ -334,7 +334,7 @@ class _Rewrite:
                              f'graph holds the optimizer update {update.name!r} ({update.type})')
         with graph.as_default(), graph.control_dependencies(None):
             if self._quant_delay is not None or self._freeze_bn_delay is not None:
-                with tf.device(None), tf.name_scope(None):
+                with tf.name_scope(None):  # On the caller's device, as contrib's.
                     tf.train.get_or_create_global_step(graph)
             for op in operations:
                 layer = self._layer(op)

@@ -1,0 +1,164 @@
+r"""slim's mobilenet_v1_eval: evaluates a MobileNet v1 checkpoint with slim.evaluation, in
+float or, with --quantize, as the quantized model (tf.contrib.quantize's evaluation
+rewrite, which slim_deploy.deployment.quantize provides).
+
+    python -m nets.mobilenet_v1_eval --dataset_dir=IMAGENET --checkpoint_dir=QUANTIZED \
+        --quantize --eval_dir=QUANTIZED/eval
+
+As slim's: ceil(--num_examples / --batch_size) batches of the 'validation' split of
+--dataset_dir's TFRecords, in order, through slim's DatasetDataProvider and a batching
+queue, with MobileNet v1's (Inception's) evaluation preprocessing to --image_size pixels;
+the metrics, the accuracy and the recall at 5, are printed to standard error at the end
+('eval/Accuracy[0.7012]') and written as summaries ('eval/Accuracy', 'eval/Recall_5') into
+--eval_dir (none when it is empty). --quantize evaluates the model mobilenet_v1_train
+--quantize trained: batch norm folded into the weights, weights and activations quantized
+on the ranges its checkpoint holds.
+
+What differs from slim's:
+- --dataset_name (default 'imagenet', slim's only choice) and --dataset_split_name (default
+  'validation') evaluate any split of any dataset of dataset_factory.
+- --checkpoint_dir may be the training directory (its latest checkpoint is evaluated; slim
+  passed it to evaluate_once, which takes a checkpoint's prefix) or a checkpoint's prefix.
+- Recall_5 is left out below 5 classes.
+- A user's mistake (a bad flag, a dataset without files, no checkpoint, a checkpoint that
+  lacks a variable of the model, such as a float one evaluated with --quantize) ends in one
+  line, exit code 2.
+- It defines flags that its sibling scripts (mobilenet_v1_train, mobilenet_v1_eval,
+  post_training_quantization) define too, overridable, so that they import together in one
+  process (slim's raised DuplicateFlagError); the module imported last sets the defaults.
+"""
+if __name__ == '__main__':  # Run as a script: quiet TensorFlow's start-up, before importing it.
+    from slim_deploy.image_classifier import quiet
+    quiet.start()
+
+import math  # noqa: E402
+
+import tensorflow.compat.v1 as tf  # noqa: E402
+import tf_slim as slim  # noqa: E402
+
+from slim_deploy.datasets import dataset_factory  # noqa: E402
+from slim_deploy.deployment import checkpoints, quantize  # noqa: E402
+from slim_deploy.deployment.errors import UsageError  # noqa: E402
+from slim_deploy.nets import mobilenet_v1  # noqa: E402
+from slim_deploy.preprocessing import preprocessing_factory  # noqa: E402
+
+flags = tf.app.flags
+FLAGS = flags.FLAGS
+
+
+# slim's flags, which its sibling scripts share (mobilenet_v1_train, mobilenet_v1_eval and
+# post_training_quantization define several of the same names): allow_override lets one
+# process import them all, the flag defined last setting the default.
+flags.DEFINE_string('master', '', 'The TensorFlow server to evaluate on; empty: in process.',
+                    allow_override=True)
+flags.DEFINE_integer('batch_size', 250, 'Images per evaluation step.', allow_override=True)
+flags.DEFINE_integer('num_classes', 1001, 'Width of the logits layer.', allow_override=True)
+flags.DEFINE_integer('num_examples', 50000, 'How many images to score.', allow_override=True)
+flags.DEFINE_integer('image_size', 224, 'Side of the square input images, in pixels.',
+                     allow_override=True)
+flags.DEFINE_float('depth_multiplier', 1.0, 'MobileNet v1\'s width multiplier.',
+                   allow_override=True)
+flags.DEFINE_bool('quantize', False, 'Score the quantized model (the ranges of a '
+                  'quantization-aware run).', allow_override=True)
+flags.DEFINE_string('checkpoint_dir', '', 'The checkpoint to score, or a directory: its '
+                    'latest.', allow_override=True)
+flags.DEFINE_string('eval_dir', '', 'Where the evaluation\'s event files go.',
+                    allow_override=True)
+flags.DEFINE_string('dataset_dir', '', 'The directory of the dataset\'s TFRecord files.',
+                    allow_override=True)
+flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset to score on: '
+                    f'{", ".join(dataset_factory.DATASETS)} (slim\'s is always imagenet).',
+                    allow_override=True)
+flags.DEFINE_string('dataset_split_name', 'validation', 'The split of --dataset_name to score '
+                    '(slim\'s is always ImageNet\'s validation split).', allow_override=True)
+
+
+def imagenet_input(is_training):
+    """Batches of --dataset_name's 'train' split (is_training: shuffled, randomly
+    distorted) or --dataset_split_name split, from --dataset_dir.
+
+    Returns (images, labels): float32 [batch_size, image_size, image_size, channels] in
+    [-1, 1], and int64 [batch_size] labels.
+    """
+    split_name = 'train' if is_training else FLAGS.dataset_split_name
+    dataset = dataset_factory.get_dataset_split(
+        FLAGS.dataset_name, split_name, FLAGS.dataset_dir).as_slim_dataset()
+    provider = slim.dataset_data_provider.DatasetDataProvider(
+        dataset, shuffle=is_training, common_queue_capacity=2 * FLAGS.batch_size,
+        common_queue_min=FLAGS.batch_size)
+    image, label = provider.get(['image', 'label'])
+    preprocessing_fn = preprocessing_factory.get_preprocessing('mobilenet_v1',
+                                                               is_training=is_training)
+    image = preprocessing_fn(image, FLAGS.image_size, FLAGS.image_size)
+    return tf.train.batch([image, label], batch_size=FLAGS.batch_size, num_threads=4,
+                          capacity=5 * FLAGS.batch_size)
+
+
+def metrics(logits, labels):
+    """The streaming metrics of `logits` [batch, classes] against int `labels` [batch]:
+    'Accuracy' and, with 5 classes or more, 'Recall_5', each with a summary 'eval/<name>'
+    that prints its value when it runs.
+
+    Returns the list of their update ops, to run on each batch.
+    """
+    labels = tf.reshape(labels, [-1])
+    metric_map = {'Accuracy': tf.metrics.accuracy(labels, tf.argmax(logits, axis=1))}
+    if logits.shape[-1] >= 5:
+        metric_map['Recall_5'] = tf.metrics.recall_at_k(labels, logits, 5)
+    names_to_values, names_to_updates = slim.metrics.aggregate_metric_map(metric_map)
+    for name, value in names_to_values.items():
+        slim.summaries.add_scalar_summary(value, name, prefix='eval', print_summary=True)
+    return list(names_to_updates.values())
+
+
+def build_model():
+    """Builds the evaluation graph: inputs, MobileNet v1 in inference mode, with --quantize
+    the evaluation rewrite, and the metrics.
+
+    Returns (g, eval_ops): the tf.Graph and the metrics' update ops.
+    """
+    g = tf.Graph()
+    with g.as_default():
+        inputs, labels = imagenet_input(is_training=False)
+        with slim.arg_scope(mobilenet_v1.mobilenet_v1_arg_scope(is_training=False,
+                                                                weight_decay=0.0)):
+            logits, _ = mobilenet_v1.mobilenet_v1(
+                inputs, is_training=False, depth_multiplier=FLAGS.depth_multiplier,
+                num_classes=FLAGS.num_classes)
+        if FLAGS.quantize:  # The logits' squeeze then reads the last layer's quantized output.
+            quantize.create_eval_graph()
+        eval_ops = metrics(logits, labels)
+    return g, eval_ops
+
+
+def eval_model():
+    """Evaluates --checkpoint_dir's latest checkpoint (or the checkpoint it names) once on
+    ceil(--num_examples / --batch_size) batches; the metrics' summaries print them."""
+    checkpoint = checkpoints.resolve_checkpoint(FLAGS.checkpoint_dir, '--checkpoint_dir')
+    g, eval_ops = build_model()
+    _check_variables(checkpoint, g.get_collection(tf.GraphKeys.GLOBAL_VARIABLES))
+    with g.as_default():
+        slim.evaluation.evaluate_once(
+            FLAGS.master, checkpoint, logdir=FLAGS.eval_dir,
+            num_evals=math.ceil(FLAGS.num_examples / FLAGS.batch_size), eval_op=eval_ops)
+
+
+def _check_variables(checkpoint, variables):
+    """Raises UsageError naming --checkpoint_dir unless `checkpoint` holds each of
+    `variables` in its shape (a float checkpoint lacks the ranges --quantize reads)."""
+    mismatched = list(checkpoints.mismatched_variables(
+        checkpoint, {v.op.name: v for v in variables}).values())
+    if mismatched:
+        raise UsageError(f'--checkpoint_dir {checkpoint!r} does not match {len(mismatched)} '
+                         'variables of the model (--num_classes, --depth_multiplier and '
+                         f'--quantize must be its training\'s): {"; ".join(mismatched[:3])}')
+
+
+def main(unused_arg):
+    del unused_arg
+    eval_model()
+
+
+if __name__ == '__main__':
+    from slim_deploy.image_classifier import cli
+    cli.run(main, __name__)
