@@ -6,6 +6,7 @@ quantization-aware fine-tuning from it, the evaluation of that checkpoint as the
 model, and an int8 TensorFlow Lite model of the float checkpoint that the interpreter runs."""
 import importlib
 import json
+import logging
 import re
 import sys
 
@@ -91,7 +92,10 @@ def parsed_flags():
     FLAGS.mark_as_parsed()
     yield
     if not was_parsed:
-        FLAGS.unparse_flags()
+        absl_logger = logging.getLogger('absl')
+        level = absl_logger.level
+        FLAGS.unparse_flags()  # Which sets absl's logger's level from --verbosity's default.
+        absl_logger.setLevel(level)
 
 
 def test_the_three_modules_import_together_with_slims_names_and_flags():
