@@ -389,16 +389,16 @@ def test_checkpoints_of_each_precision_evaluate_and_resume_in_the_others(
         digits_dir, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger='absl')
     train_dir = tmp_path / 'train'
-    assert train.train(_train_config(train_dir, digits_dir, max_number_of_steps=20,
-                                     precision='bfloat16')) == 20
+    assert train.train(_train_config(train_dir, digits_dir, max_number_of_steps=60,
+                                     precision='bfloat16')) == 60
     _assert_float32_checkpoint(train_dir)
     assert json.loads((train_dir / runs.FILENAME).read_text())['flags']['precision'] == (
         'bfloat16')
     # Evaluation builds a float32 graph, without rewrite.
     metrics = evaluate.evaluate(runs.eval_config(str(train_dir), eval_dir=str(tmp_path / 'eval')))
-    assert metrics['global_step'] == 20 and metrics['num_examples'] == 360
-    assert metrics['accuracy'] > 0.2  # Twice chance: the bfloat16 steps learned (0.66).
-    for precision_name, resumed, last_step in (('float32', 20, 30), ('float16', 30, 40)):
+    assert metrics['global_step'] == 60 and metrics['num_examples'] == 360
+    assert metrics['accuracy'] > 0.3  # The bfloat16 steps learned (0.69 to 0.93 in 6 runs).
+    for precision_name, resumed, last_step in (('float32', 60, 70), ('float16', 70, 80)):
         caplog.clear()
         assert train.train(_train_config(train_dir, digits_dir, max_number_of_steps=last_step,
                                          precision=precision_name)) == last_step

@@ -558,7 +558,9 @@ def _lenet_model_fn(digits_dir, config):
 
 
 def _deploy_lenet(digits_dir, **config):
-    """lenet deployed with QAT from step QUANTIZE_DELAY; returns its train_op."""
+    """lenet deployed with QAT from step QUANTIZE_DELAY, its graph seeded; returns its
+    train_op."""
+    tf.set_random_seed(0)
     config = model_deploy.DeploymentConfig(quantize_delay=QUANTIZE_DELAY, **config)
     return model_deploy.deploy(config, _lenet_model_fn(digits_dir, config),
                                optimizer=tf.train.MomentumOptimizer(0.01, 0.9)).train_op
@@ -586,7 +588,7 @@ def _assert_trained_quantized(session, digits_dir, checkpoint):
     assert sorted(ranges) == [f'LeNet/{name}_quant' for name in (
         'conv1/act', 'conv2/act', 'dropout3/dropout/mul', 'fc3/act', 'fc4/act')]
     assert all(list(pair) != [0.0, 6.0] for pair in ranges.values())
-    assert _quantized_accuracy(digits_dir, checkpoint) > 0.85
+    assert _quantized_accuracy(digits_dir, checkpoint) > 0.85  # Seeded: 0.96 to 0.975.
 
 
 @pytest.mark.slow
