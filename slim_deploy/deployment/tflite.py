@@ -19,17 +19,16 @@ scale and zero point the model records.
 """
 import contextlib
 import dataclasses
+import functools
 import logging
-import os
 import re
-import sys
-import tempfile
 import warnings
 
 import numpy as np
 import tensorflow.compat.v1 as tf
 from tensorflow.lite.tools import flatbuffer_utils
 
+from slim_deploy.deployment import native_stderr
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.registry import Registry
 
@@ -274,31 +273,9 @@ def _without_noise():
     absl_logger = logging.getLogger('absl')
     absl_logger.addFilter(_not_logged_noise)
     try:
-        with _native_stderr_without(_NATIVE_NOISE):
+        with native_stderr.filtered(functools.partial(native_stderr.without_lines,
+                                                      _NATIVE_NOISE)):
             yield
     finally:
         absl_logger.removeFilter(_not_logged_noise)
 
-
-@contextlib.contextmanager
-def _native_stderr_without(noise):
-    """Inside the block, what is written to file descriptor 2 (by native code too) is held
-    back; after it, written to stderr without the lines that `noise` (a regular expression)
-    matches whole, or all of it if the block raised."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    failed = True
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-            failed = False
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            lines = capture.read().decode(errors='replace').splitlines(keepends=True)
-            sys.stderr.write(''.join(line for line in lines
-                                     if failed or not noise.fullmatch(line.rstrip('\n'))))
-            sys.stderr.flush()

@@ -4,14 +4,16 @@ hidden unless --verbosity (-v) is 1 or more; errors always show.
 Each entry script calls start() as its first statement, before anything imports TensorFlow.
 The user's own settings win: with TF_CPP_MIN_LOG_LEVEL set, TensorFlow's C++ output is left
 to it; with PYTHONWARNINGS (or -W) set, Python's warning filters are left alone.
-Standard library only at module level, so that importing this module stays cheap.
+Standard library only at module level (native_stderr is), so that importing this module
+stays cheap.
 """
 import logging
 import os
 import re
 import sys
-import tempfile
 import warnings
+
+from slim_deploy.deployment import native_stderr
 
 # Start-up lines of TensorFlow's C++ side that say nothing a user can act on.
 _NOISE = re.compile(
@@ -59,33 +61,17 @@ def drop_startup_noise(text):
     """`text` (what TensorFlow wrote to stderr while starting) without its info and warning
     lines; the cuInit failure goes too when TensorFlow found no CUDA driver to initialize."""
     no_driver = _NO_CUDA_DRIVER in text
-    return ''.join(
-        line for line in text.splitlines(keepends=True)
-        if not (_NOISE.fullmatch(line.rstrip('\n'))
-                or no_driver and _CUINIT_FAILED.fullmatch(line.rstrip('\n'))))
+    text = native_stderr.without_lines(_NOISE, text)
+    return native_stderr.without_lines(_CUINIT_FAILED, text) if no_driver else text
 
 
 def _import_tensorflow():
     """Imports TensorFlow and lists its GPUs (its first device enumeration) with file
-    descriptor 2 captured, then writes the capture to stderr: filtered by drop_startup_noise,
-    or whole when the import fails."""
-    sys.stderr.flush()
-    stderr_fd = os.dup(2)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        failed = True
-        try:
-            import tensorflow as tf
-            tf.config.list_physical_devices('GPU')
-            failed = False
-        finally:
-            sys.stderr.flush()
-            os.dup2(stderr_fd, 2)
-            os.close(stderr_fd)
-            capture.seek(0)
-            text = capture.read().decode(errors='replace')
-            sys.stderr.write(text if failed else drop_startup_noise(text))
-            sys.stderr.flush()
+    descriptor 2 held back, then writes it to stderr filtered by drop_startup_noise, or
+    whole when the import fails."""
+    with native_stderr.filtered(drop_startup_noise):
+        import tensorflow as tf
+        tf.config.list_physical_devices('GPU')
 
 
 def configure_logging(verbosity):

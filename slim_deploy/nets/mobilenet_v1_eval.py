@@ -39,8 +39,7 @@ import tf_slim as slim  # noqa: E402
 from slim_deploy.datasets import dataset_factory  # noqa: E402
 from slim_deploy.deployment import checkpoints, quantize  # noqa: E402
 from slim_deploy.deployment.errors import UsageError  # noqa: E402
-from slim_deploy.nets import mobilenet_v1  # noqa: E402
-from slim_deploy.preprocessing import preprocessing_factory  # noqa: E402
+from slim_deploy.nets import _mobilenet_v1_input, mobilenet_v1  # noqa: E402
 
 flags = tf.app.flags
 FLAGS = flags.FLAGS
@@ -81,17 +80,8 @@ def imagenet_input(is_training):
     [-1, 1], and int64 [batch_size] labels.
     """
     split_name = 'train' if is_training else FLAGS.dataset_split_name
-    dataset = dataset_factory.get_dataset_split(
-        FLAGS.dataset_name, split_name, FLAGS.dataset_dir).as_slim_dataset()
-    provider = slim.dataset_data_provider.DatasetDataProvider(
-        dataset, shuffle=is_training, common_queue_capacity=2 * FLAGS.batch_size,
-        common_queue_min=FLAGS.batch_size)
-    image, label = provider.get(['image', 'label'])
-    preprocessing_fn = preprocessing_factory.get_preprocessing('mobilenet_v1',
-                                                               is_training=is_training)
-    image = preprocessing_fn(image, FLAGS.image_size, FLAGS.image_size)
-    return tf.train.batch([image, label], batch_size=FLAGS.batch_size, num_threads=4,
-                          capacity=5 * FLAGS.batch_size)
+    return _mobilenet_v1_input.batches(FLAGS.dataset_name, split_name, FLAGS.dataset_dir,
+                                       FLAGS.image_size, FLAGS.batch_size, is_training)
 
 
 def metrics(logits, labels):
