@@ -40,11 +40,15 @@ def test_async_workers_share_the_steps_and_stop_exactly_at_the_last(digits_dir, 
     assert_variables_on_ps(tmp_path)
 
 
-def test_sync_workers_end_cleanly_and_count_dropped_gradients(digits_dir, tmp_path):
+@pytest.mark.parametrize('compression', ['none', 'float16'])
+def test_sync_workers_end_cleanly_and_count_dropped_gradients(digits_dir, tmp_path, compression):
     code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas',
                                   args=train_args(tmp_path, digits_dir, 30,
-                                                  '--replicas_to_aggregate=2'))
+                                                  '--replicas_to_aggregate=2',
+                                                  f'--gradient_compression={compression}'))
     assert code == 0, output[-3000:]
+    assert bool(re.search(r'gradients +cross between tasks in float16 ', output)) == (
+        compression != 'none')
     assert steps_run(task_lines(output, 'worker:0'))[0] == 30
     assert steps_run(task_lines(output, 'worker:1'))[0] == 30
     (sync,) = [re.search(r'Sync replicas: (\d+) updates applied (\d+) gradients; (\d+) of '
@@ -137,13 +141,17 @@ def evaluated_accuracy(train_dir):
     return float(re.search(r'^accuracy (\S+)', result.stdout, re.M)[1])
 
 
-def test_collective_workers_through_the_launcher_train_in_step(digits_dir, tmp_path):
+@pytest.mark.parametrize('compression', ['none', 'bfloat16'])
+def test_collective_workers_through_the_launcher_train_in_step(digits_dir, tmp_path,
+                                                               compression):
     train_dir = tmp_path / 'train'
     code, output = launch_cluster(
         '--num_ps_tasks=0', '--worker_replicas=2',
         args=train_args(train_dir, digits_dir, 300, '--variable_update=collective',
-                        '--log_every_n_steps=100'))
+                        '--log_every_n_steps=100', f'--gradient_compression={compression}'))
     assert code == 0, output[-3000:]
+    assert bool(re.search(r'gradients +cross between tasks in bfloat16, ', output)) == (
+        compression != 'none')
     assert steps_run(task_lines(output, 'worker:0')) == (300, 300)
     assert steps_run(task_lines(output, 'worker:1')) == (300, 300)
     assert 'all-reduce   2 members: 1 clones on each of 2 workers' in output

@@ -453,7 +453,7 @@ def test_bad_quantize_delays_fail_up_front(kwargs, message):
 
 def test_quantize_delay_is_read_only_and_in_repr():
     config = model_deploy.DeploymentConfig(quantize_delay=100)
-    assert config.quantize_delay == 100 and repr(config).endswith(', quantize_delay=100)')
+    assert config.quantize_delay == 100 and ', quantize_delay=100,' in repr(config)
     assert model_deploy.DeploymentConfig().quantize_delay is None
     with pytest.raises(AttributeError):
         config.quantize_delay = 0

@@ -14,6 +14,8 @@ import weakref
 import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import collective_ops
 
+from slim_deploy.deployment import compression
+
 # graph -> counters of the group and instance keys taken in it.
 _KEYS = weakref.WeakKeyDictionary()
 
@@ -44,17 +46,17 @@ class Group:
     key: int = dataclasses.field(default_factory=lambda: _next_key('group'))
 
 
-def pack_plan(tensors, pack_bytes):
+def pack_plan(tensors, pack_bytes, wire_dtype=None):
     """Which of `tensors` are summed together: a list of packs, each a list of indices.
 
     Consecutive tensors of one dtype with fully defined shapes go into a pack while their
-    bytes add up to at most pack_bytes; a larger tensor, or one of unknown shape, is a
-    pack alone; pack_bytes 0 puts every tensor alone.
+    bytes (in wire_dtype; None: their own) add up to at most pack_bytes; a larger tensor, or
+    one of unknown shape, is a pack alone; pack_bytes 0 puts every tensor alone.
     """
     packs, pack_dtype, pack_size = [], None, None  # pack_size None: the last pack is closed.
     for index, tensor in enumerate(tensors):
         elements = tensor.shape.num_elements()
-        size = None if elements is None else elements * tensor.dtype.size
+        size = None if elements is None else elements * (wire_dtype or tensor.dtype).size
         if (size is not None and pack_size is not None and tensor.dtype == pack_dtype and
                 pack_size + size <= pack_bytes):
             packs[-1].append(index)
@@ -98,12 +100,16 @@ def _reduce_on_member(tensor, group, instance_key, merge_op):
                                      timeout=group.timeout_secs)
 
 
-def all_reduce_sums(member_tensors, group, pack_bytes, scale=None):
+def all_reduce_sums(member_tensors, group, pack_bytes, scale=None, wire_dtype=None):
     """Sums tensors over every member of `group`.
 
-    member_tensors: for each local member, in group.local_devices order, a list of
-      tensors with the same shapes and dtypes as the other members'.
+    member_tensors: for each local member, in group.local_devices order, a list of float32
+      tensors (any dtype without wire_dtype) with the same shapes as the other members'.
     scale: None, or a number every sum is multiplied by.
+    wire_dtype: None, or the dtype the packs are summed in (see compression): each pack is
+      narrowed before its CollectiveReduce and widened after it; a float16 pack is first
+      multiplied by a power of two that one more all-reduce, of its largest magnitude over
+      every member, chooses.
     Returns the same structure, each tensor replaced by its sum over the group's members
     (times scale), on its member's device. The tensors go in packs (pack_plan, taken in
     reverse order: a model's last gradients are ready first), one CollectiveReduce per
@@ -111,18 +117,28 @@ def all_reduce_sums(member_tensors, group, pack_bytes, scale=None):
     """
     first = member_tensors[0]
     packs = [[len(first) - 1 - i for i in pack]
-             for pack in pack_plan(first[::-1], pack_bytes)]
+             for pack in pack_plan(first[::-1], pack_bytes, wire_dtype)]
     instance_keys = [next_instance_key() for _ in packs]
+    scale_keys = ([next_instance_key() for _ in packs] if compression.needs_scale(wire_dtype)
+                  else [None] * len(packs))
     results = []
     for device, tensors in zip(group.local_devices, member_tensors):
         sums = [None] * len(tensors)
         previous = None
         with tf.device(device):
-            for pack, instance_key in zip(packs, instance_keys):
+            for pack, instance_key, scale_key in zip(packs, instance_keys, scale_keys):
                 with tf.control_dependencies([previous] if previous is not None else []):
                     packed = tf.identity(_concat([tensors[i] for i in pack]))
-                previous = sum_on_member(packed, group, instance_key)
-                summed = previous if scale is None else previous * scale
+                if wire_dtype is None:
+                    previous = summed = sum_on_member(packed, group, instance_key)
+                else:
+                    wire_scale = None if scale_key is None else compression.scale_for(
+                        max_on_member(compression.max_abs(packed), group, scale_key),
+                        group.size)
+                    previous = sum_on_member(compression.narrowed(packed, wire_dtype, wire_scale),
+                                             group, instance_key)
+                    summed = compression.widened(previous, wire_scale)
+                summed = summed if scale is None else summed * scale
                 for i, value in zip(pack, _split(summed, [tensors[i] for i in pack])):
                     sums[i] = value
         results.append(sums)

@@ -21,9 +21,9 @@ gradients all-reduced between the clones of one worker or of all (see replicas).
 
 Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
 our additions (clone_devices, ps_strategy, variable_update, precision, xla, quantize_delay,
-placement_plan). Where this differs from the original: it runs on TensorFlow 2.16+; every
-variable (resource or not, made by slim, tf.get_variable or tf.Variable) goes on the
-variables device; worker devices carry the replica's task, so
+gradient_compression, placement_plan). Where this differs from the original: it runs on
+TensorFlow 2.16+; every variable (resource or not, made by slim, tf.get_variable or
+tf.Variable) goes on the variables device; worker devices carry the replica's task, so
 `DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where slim's is
 '/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
 caching_device()'s function places reads on the worker's CPU, where create_clones reads the
@@ -39,8 +39,8 @@ from typing import Callable
 
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment import (accumulation, all_reduce, communication, quantize, replicas,
-                                    sharing, sync_batch_norm, watchdog)
+from slim_deploy.deployment import (accumulation, all_reduce, communication, compression,
+                                    quantize, replicas, sharing, sync_batch_norm, watchdog)
 from slim_deploy.deployment import precision as precision_lib
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.registry import Registry
@@ -259,6 +259,13 @@ class DeploymentConfig:
         the ranges shared by the clones and learned from clone 0's batches), or, without
         an optimizer, with quantize.create_eval_graph. Not with sync_batch_norm (each clone
         folds its batch norms with its own batch's statistics).
+      gradient_compression: the dtype gradients cross between tasks in, a name in
+        compression.COMPRESSIONS: 'none' (float32), 'bfloat16' or 'float16' (scaled by a
+        power of two; see compression). With 'collective' the all-reduces run on 16-bit
+        packs; with ps tasks each worker sends 16-bit gradients, which the variable's ps task
+        widens before the update (or a SyncReplicasOptimizer's accumulator). Updates stay
+        float32. Only where gradients leave the machine: not with 'replicated' or without
+        ps tasks.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -272,7 +279,7 @@ class DeploymentConfig:
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
                  task_timeout_secs=watchdog.TIMEOUT_SECS, is_chief=None,
                  sync_batch_norm=False, precision='float32', xla=False,
-                 quantize_delay=None):
+                 quantize_delay=None, gradient_compression='none'):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -332,6 +339,14 @@ class DeploymentConfig:
                 raise ValueError("quantize_delay cannot go with sync_batch_norm=True: the "
                                  "quantization rewrite folds each clone's batch norm with "
                                  'the statistics of its own batch')
+        if gradient_compression not in compression.COMPRESSIONS:
+            raise ValueError('gradient_compression must be one of '
+                             f'{compression.COMPRESSIONS.names}, got {gradient_compression!r}')
+        problem = gradient_compression_problem(
+            gradient_compression, variable_update, num_ps_tasks,
+            lambda name, value: f'{name}={value!r}')
+        if problem:
+            raise ValueError(problem)
         self._num_clones = num_clones
         self._clone_on_cpu = clone_on_cpu
         self._replica_id = replica_id
@@ -349,6 +364,7 @@ class DeploymentConfig:
         self._precision = precision
         self._xla = xla
         self._quantize_delay = quantize_delay
+        self._gradient_compression = gradient_compression
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -367,6 +383,7 @@ class DeploymentConfig:
     precision = property(lambda self: self._precision)
     xla = property(lambda self: self._xla)
     quantize_delay = property(lambda self: self._quantize_delay)
+    gradient_compression = property(lambda self: self._gradient_compression)
 
     @property
     def replicated(self):
@@ -398,7 +415,8 @@ class DeploymentConfig:
                 f'task_timeout_secs={self._task_timeout_secs}, '
                 f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm}, '
                 f'precision={self._precision!r}, xla={self._xla}, '
-                f'quantize_delay={self._quantize_delay})')
+                f'quantize_delay={self._quantize_delay}, '
+                f'gradient_compression={self._gradient_compression!r})')
 
     def _check_clone_index(self, clone_index):
         if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
@@ -483,6 +501,19 @@ def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
     return None
 
 
+def gradient_compression_problem(gradient_compression, variable_update, num_ps_tasks, show):
+    """What is wrong with compressing gradients (a name in compression.COMPRESSIONS) under
+    `variable_update` with `num_ps_tasks` ps tasks, as a message; None if nothing. show: as
+    variable_update_problem's, also for 'gradient_compression'."""
+    if gradient_compression == 'none' or variable_update == 'collective' or num_ps_tasks:
+        return None
+    where = (show('variable_update', variable_update) if variable_update == 'replicated' else
+             f'{show("variable_update", variable_update)} without ps tasks')
+    return (f'{show("gradient_compression", gradient_compression)} compresses the gradients '
+            f'sent between tasks, and {where} sends none: use it with ps tasks or '
+            f'{show("variable_update", "collective")}')
+
+
 def all_reducing_setting(variable_update, sync_batch_norm, show):
     """The setting that makes the clones all-reduce between them, and so sit on distinct
     devices, as show(name, value) shows it: variable_update when replicated, else
@@ -536,6 +567,10 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
                               + (' of the chief' if collective else '')),
                 ('all-reduce', members + ('; the chief broadcasts the start values'
                                           if collective else ''))]
+    if config.gradient_compression != 'none':
+        rows.append(('gradients', f'cross between tasks in {config.gradient_compression}'
+                     + (' (scaled by a power of two)' if config.gradient_compression == 'float16'
+                        else '') + ', applied in float32'))
     if config.sync_batch_norm:
         counted = ''
         if graph is not None:
@@ -659,7 +694,8 @@ def _replicas(config, group):
     """The Replicas of a replicated config: its clones, all-reducing over `group`."""
     return replicas.Replicas([config.clone_scope(i) for i in range(config.num_clones)],
                              group.local_devices, group, config.all_reduce_pack_bytes,
-                             config.num_replicas)
+                             config.num_replicas,
+                             compression.wire_dtype(config.gradient_compression))
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):
@@ -867,8 +903,12 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                     clones_gradients, f'gradient_accumulation_steps={gradient_accumulation_steps}'
                     if gradient_accumulation_steps > 1 else f'precision={config.precision!r}')
 
-            def update(grads_and_vars):
-                return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+            def update(grads_and_vars):  # Replicas compress in their all-reduce.
+                return optimizer.apply_gradients(
+                    grads_and_vars if copies else compression.across_tasks(
+                        grads_and_vars, compression.wire_dtype(config.gradient_compression),
+                        config.optimizer_device()),
+                    global_step=global_step)
 
             def apply(grads_and_vars):  # Loss scaling skips it if a gradient is not finite.
                 return (loss_scale.apply_if_finite(grads_and_vars, update) if loss_scale

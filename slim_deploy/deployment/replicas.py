@@ -39,14 +39,17 @@ class Replicas:
     pack_bytes: the pack size of the gradient all-reduces (see all_reduce.pack_plan).
     num_workers: workers summing their clones' gradients; the sums are divided by it, so
       the update is the gradient of the mean loss over every worker's batch.
+    wire_dtype: the dtype the gradient all-reduces run in (see compression); None: float32.
     """
 
-    def __init__(self, clone_scopes, clone_devices, group, pack_bytes, num_workers):
+    def __init__(self, clone_scopes, clone_devices, group, pack_bytes, num_workers,
+                 wire_dtype=None):
         self._scopes = list(clone_scopes)
         self._devices = list(clone_devices)
         self._group = group
         self._pack_bytes = pack_bytes
         self._num_workers = num_workers
+        self._wire_dtype = wire_dtype
         self._copies = [{} for _ in clone_scopes]  # Per clone: canonical -> copy.
         self._slot_copies = []  # (canonical slot, slot of a copy).
 
@@ -126,7 +129,8 @@ class Replicas:
                                                  self.copy_of(i, canonical_list[k]))
                                      for k in keep])
         scale = None if self._num_workers == 1 else 1.0 / self._num_workers
-        sums = all_reduce.all_reduce_sums(member_grads, self._group, self._pack_bytes, scale)
+        sums = all_reduce.all_reduce_sums(member_grads, self._group, self._pack_bytes, scale,
+                                          self._wire_dtype)
         result = []
         for i, clone_sums in enumerate(sums):
             for k, total in zip(keep, clone_sums):

@@ -19,8 +19,8 @@ import types
 import typing
 
 from slim_deploy.datasets import dataset_factory
-from slim_deploy.deployment import (checkpoints, cluster, model_deploy, optimization, tflite,
-                                    training, watchdog)
+from slim_deploy.deployment import (checkpoints, cluster, compression, model_deploy, optimization,
+                                    tflite, training, watchdog)
 from slim_deploy.deployment.precision import PRECISIONS
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.nets import nets_factory
@@ -241,6 +241,12 @@ class ClusterConfig:
     all_reduce_pack_bytes: int = setting(
         model_deploy.ALL_REDUCE_PACK_BYTES, 'Gradients are all-reduced in packs of at most '
         'this many bytes (a larger one alone); 0: one all-reduce per gradient.')
+    gradient_compression: str = setting(
+        'none', 'The dtype gradients cross between tasks in: ' +
+        ', '.join(compression.COMPRESSIONS) + " (none: float32); with "
+        '--variable_update=collective the all-reduces, with ps tasks what each worker sends; '
+        'updates stay float32 (float16 is scaled by a power of two against overflow and '
+        'underflow).')
     task_timeout_secs: float = setting(
         watchdog.TIMEOUT_SECS, 'Seconds a task this one needs (the ps tasks; the chief, while '
         'it initializes and, with --sync_replicas, always; every worker with '
@@ -266,6 +272,7 @@ class ClusterConfig:
     def __post_init__(self):
         model_deploy.PS_STRATEGIES.check(self.ps_strategy)
         model_deploy.VARIABLE_UPDATES.check(self.variable_update)
+        compression.COMPRESSIONS.check(self.gradient_compression)
         _check_int('all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0)
         _check_number('task_timeout_secs', self.task_timeout_secs)
         _check_number('link_gbps', self.link_gbps, positive=True, none_ok=True)
@@ -306,6 +313,10 @@ class ClusterConfig:
         problem = model_deploy.variable_update_problem(
             self.variable_update, self.worker_replicas, self.num_ps_tasks,
             lambda name, value: f'--{flags.get(name, name)}={value}')
+        if not problem:
+            problem = model_deploy.gradient_compression_problem(
+                self.gradient_compression, self.variable_update, self.num_ps_tasks,
+                lambda name, value: f'--{flags.get(name, name)}={value}')
         if problem:
             raise UsageError(problem)
         if self.variable_update == 'collective' and not self.cluster_task:

@@ -85,7 +85,8 @@ def deployment(devices, cluster=None, quantize_delay=None):
             ps_strategy=cluster.ps_strategy, variable_update=cluster.variable_update,
             all_reduce_pack_bytes=cluster.all_reduce_pack_bytes,
             task_timeout_secs=cluster.task_timeout_secs, is_chief=cluster.is_chief,
-            sync_batch_norm=cluster.sync_batch_norm)
+            sync_batch_norm=cluster.sync_batch_norm,
+            gradient_compression=cluster.gradient_compression)
     config = model_deploy.DeploymentConfig(num_clones=devices.num_clones,
                                            clone_on_cpu=devices.clone_on_cpu,
                                            clone_devices=clone_devices,
