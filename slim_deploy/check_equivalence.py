@@ -4,6 +4,7 @@ r"""Checks that a net deployed as N clones trains as one clone on the same globa
     python check_equivalence.py --model_name=mobilenet_v1 --sync_batch_norm \
         --variable_update=collective --num_workers=2
     python check_equivalence.py --model_name=cifarnet --gradient_accumulation_steps=4
+    python check_equivalence.py --variable_update=collective --gradient_compression=bfloat16
 
 Builds --model_name (training mode, dropout off, 10 classes, --weight_decay) twice from the
 same initial values: deployed as --num_clones clones on as many CPU devices (x --num_workers
@@ -14,8 +15,10 @@ net's default size and random labels. Prints, for the loss, the gradients and th
 variables, the largest absolute and relative differences and where, and the largest
 relative noise: how far the single clone lands from itself on the same batch reordered
 (float32 round-off, large in deep nets with batch norm); then the verdict. A difference
-passes within --atol + --rtol x the reference's size + --noise_margin x the noise. The
-work is slim_deploy.deployment.equivalence.check.
+passes within --atol + --rtol x the reference's size + --noise_margin x the noise; with
+--gradient_compression (collective workers exchanging 16-bit gradients) --rtol defaults to
+their round-off (equivalence.compression_rtol). The work is
+slim_deploy.deployment.equivalence.check.
 
 Exit code: 0 'equivalent'; 1 'NOT equivalent' (a bug: the worst variable is named); 3 'NOT
 equivalent, as expected': the net has batch norm and the clones' batches are not the global
@@ -32,7 +35,7 @@ import math  # noqa: E402
 from absl import flags  # noqa: E402
 import numpy as np  # noqa: E402
 
-from slim_deploy.deployment import equivalence, model_deploy, training  # noqa: E402
+from slim_deploy.deployment import compression, equivalence, model_deploy, training  # noqa: E402
 from slim_deploy.deployment.errors import UsageError  # noqa: E402
 from slim_deploy.image_classifier import cli  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
@@ -55,19 +58,28 @@ flags.DEFINE_integer('num_workers', 2, 'Workers of --variable_update=collective 
                      lower_bound=1)
 flags.DEFINE_float('weight_decay', 0.00004, 'L2 weight decay of the model.', lower_bound=0)
 flags.DEFINE_integer('seed', 0, 'Seed of the initial values, images and labels.')
-flags.DEFINE_float('rtol', equivalence.RTOL, 'Allowed difference relative to the size of the '
-                   "single clone's loss, gradient or variable change.", lower_bound=0)
+flags.DEFINE_enum('gradient_compression', 'none', list(compression.COMPRESSIONS),
+                  'The dtype collective workers exchange gradients in (none: float32).')
+flags.DEFINE_float('rtol', None, 'Allowed difference relative to the size of the single '
+                   "clone's loss, gradient or variable change; default "
+                   f'{equivalence.RTOL:g}, or with --gradient_compression its round-off.',
+                   lower_bound=0)
 flags.DEFINE_float('atol', equivalence.ATOL, 'Allowed absolute difference.', lower_bound=0)
 flags.DEFINE_float('noise_margin', equivalence.NOISE_MARGIN,
                    'Allowed difference in multiples of the noise.', lower_bound=0)
 for _name in ('weight_decay', 'rtol', 'atol', 'noise_margin'):
-    flags.register_validator(_name, math.isfinite, message=f'--{_name} must be finite')
+    flags.register_validator(_name, lambda value: value is None or math.isfinite(value),
+                             message=f'--{_name} must be finite')
 
 
 def workers():
     """The number of workers the flags ask for; UsageError when --num_workers does not fit
     --variable_update."""
     variable_update = model_deploy.VARIABLE_UPDATES.check(FLAGS.variable_update)
+    problem = model_deploy.gradient_compression_problem(
+        FLAGS.gradient_compression, variable_update, 0, lambda name, value: f'--{name}={value}')
+    if problem:  # The check runs no ps tasks.
+        raise UsageError(problem.replace('use it with ps tasks or', 'use it with'))
     if variable_update != 'collective':
         if FLAGS['num_workers'].present:
             raise UsageError(f'--num_workers applies to --variable_update=collective only, '
@@ -79,6 +91,15 @@ def workers():
     if problem:
         raise UsageError(problem)
     return FLAGS.num_workers
+
+
+def rtol(num_workers):
+    """--rtol, or its default: equivalence.RTOL, or with --gradient_compression the
+    round-off of the clones' 16-bit sum."""
+    if FLAGS.rtol is not None:
+        return FLAGS.rtol
+    return equivalence.compression_rtol(FLAGS.gradient_compression,
+                                        FLAGS.num_clones * num_workers)
 
 
 def classifier_fn(model_name):
@@ -118,8 +139,9 @@ def main(argv):
           f'one clone on all {global_batch} examples, one SGD step from the same values')
     result = equivalence.check(
         model_fn, [images, labels], FLAGS.num_clones, FLAGS.variable_update, num_workers,
-        FLAGS.sync_batch_norm, FLAGS.gradient_accumulation_steps, rtol=FLAGS.rtol,
-        atol=FLAGS.atol, noise_margin=FLAGS.noise_margin, seed=FLAGS.seed)
+        FLAGS.sync_batch_norm, FLAGS.gradient_accumulation_steps, rtol=rtol(num_workers),
+        atol=FLAGS.atol, noise_margin=FLAGS.noise_margin, seed=FLAGS.seed,
+        gradient_compression=FLAGS.gradient_compression)
     print('\n'.join(equivalence.format_result(result)))
     if result.equivalent:
         return 0

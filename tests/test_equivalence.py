@@ -215,6 +215,21 @@ def test_the_command_passes_in_every_mode(model_name, variable_update, extra):
     assert result.stdout.splitlines()[-1] == 'equivalent'
 
 
+@pytest.mark.cluster
+@pytest.mark.parametrize('compression, low, high', [('bfloat16', 2 ** -9, 2 ** -4),
+                                                    ('float16', 2 ** -12, 2 ** -7)])
+def test_16_bit_exchange_stays_at_its_round_off(compression, low, high):
+    """2 collective workers of 2 clones exchanging 16-bit gradients: the largest relative
+    difference from one clone is of the 16-bit round-off (2^-8 for bfloat16, 2^-11 for
+    float16), far above float32's, and within the default allowance."""
+    result = run_command('--variable_update=collective', f'--gradient_compression={compression}')
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    (gradients,) = [line for line in result.stdout.splitlines() if line.startswith('gradients')]
+    relative = float(gradients.split()[3])
+    assert low < relative < high
+    assert result.stdout.splitlines()[-1] == 'equivalent'
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('args, message', [
     (['--model_name=lenet5'], "unknown --model_name 'lenet5'; valid: alexnet_v2, "),
@@ -226,6 +241,10 @@ def test_the_command_passes_in_every_mode(model_name, variable_update, extra):
      '--variable_update=collective needs several workers, got --num_workers=1'),
     (['--num_clones=0'], 'flag --num_clones=0: 0 is not a positive integer'),
     (['--rtol=nan'], 'flag --rtol=nan: --rtol must be finite'),
+    (['--gradient_compression=float16'],
+     '--gradient_compression=float16 compresses the gradients sent between tasks, and '
+     '--variable_update=parameter_server without ps tasks sends none: use it with '
+     '--variable_update=collective'),
     (['--model_name=i3d'], "--model_name 'i3d' takes videos; this check feeds images"),
 ])
 def test_a_bad_flag_is_one_line_naming_it(args, message):

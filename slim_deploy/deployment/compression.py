@@ -29,6 +29,13 @@ def wire_dtype(compression):
     return COMPRESSIONS[compression]
 
 
+def round_off(compression):
+    """The relative error of one rounding to `compression`'s dtype (a name in
+    COMPRESSIONS): 2^-8 for bfloat16, 2^-11 for float16, 0 for 'none'."""
+    return {'none': 0.0, 'bfloat16': 2.0 ** -8, 'float16': 2.0 ** -11}[
+        COMPRESSIONS.check(compression)]
+
+
 def needs_scale(dtype):
     """Whether tensors sent as `dtype` (None: float32) are scaled first (float16 only)."""
     return dtype == tf.float16

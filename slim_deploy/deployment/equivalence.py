@@ -30,7 +30,8 @@ import re
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment import cluster, communication, launch, model_deploy, sharing, training
+from slim_deploy.deployment import (cluster, communication, compression, launch, model_deploy,
+                                    sharing, training)
 from slim_deploy.deployment.errors import UsageError
 
 # Defaults of check()'s tolerances. Equivalent deployments measured: relative differences
@@ -131,10 +132,18 @@ class Result:
         return check.name, check.largest('badness')
 
 
+def compression_rtol(gradient_compression, members):
+    """The rtol that allows a sum of `members` gradients exchanged in `gradient_compression`
+    (a name in compression.COMPRESSIONS) its round-off: each addend and the sum rounded once,
+    relative to the sum's largest element, with room for addends larger than the sum; RTOL
+    at least."""
+    return max(RTOL, 2 * (members + 1) * compression.round_off(gradient_compression))
+
+
 def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_workers=1,
           sync_batch_norm=False, gradient_accumulation_steps=1, learning_rate=LEARNING_RATE,
           rtol=RTOL, atol=ATOL, noise_margin=NOISE_MARGIN, seed=0, timeout_secs=TIMEOUT_SECS,
-          setup=None):
+          setup=None, gradient_compression='none'):
     """Trains one step of `model_fn` deployed and as a single clone; returns the Result.
 
     Args:
@@ -154,6 +163,9 @@ def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_
       setup: None, or a function called without arguments in each graph the check builds,
         before model_fn: it builds what model_fn only calls, made once for all clones, such
         as a Keras model (model_fn finds the graph's by tf.get_default_graph()).
+      gradient_compression: DeploymentConfig's (with 'collective' workers): the deployed
+        gradients are sums of 16-bit values, so `rtol` should allow their round-off
+        (compression_rtol).
 
     Raises UsageError when the batch does not split so, or model_fn adds no loss or draws
     random numbers in the step (e.g. dropout: the two models would draw different ones).
@@ -170,7 +182,8 @@ def check(model_fn, inputs, num_clones, variable_update='parameter_server', num_
     reference = _Reference(model_fn, inputs, learning_rate, seed, setup)
     workers = _run_workers(model_fn, inputs, reference.initial, dict(
         num_clones=num_clones, variable_update=variable_update, num_replicas=num_workers,
-        sync_batch_norm=sync_batch_norm, task_timeout_secs=timeout_secs),
+        sync_batch_norm=sync_batch_norm, task_timeout_secs=timeout_secs,
+        gradient_compression=gradient_compression),
         gradient_accumulation_steps, learning_rate, setup)
     single, *reordered = reference.steps
 
