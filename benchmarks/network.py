@@ -2,8 +2,8 @@
 
     python benchmarks/network.py [--model_name lenet] [--workers 2] [--num_ps_tasks 1]
         [--link_bandwidth 1gbit,10gbit] [--setups parameter_server,sync_replicas,collective,
-        multi_worker_mirrored] [--batch_size 32] [--steps 20] [--warmup_steps 5] [--rounds 5]
-        [--all_reduce_pack_bytes N] [--json]
+        multi_worker_mirrored] [--gradient_compression none,bfloat16,float16] [--batch_size 32]
+        [--steps 20] [--warmup_steps 5] [--rounds 5] [--all_reduce_pack_bytes N] [--json]
 
 Each step's time is set against the plan's lower bound for it
 (slim_deploy.deployment.communication). Needs root (network namespaces) and tc's tbf qdisc. Each
@@ -23,6 +23,11 @@ clone; 10 classes):
                      variable_update='collective', packs of --all_reduce_pack_bytes)
   multi_worker_mirrored  tf.distribute's MultiWorkerMirroredStrategy on --workers workers
 
+Each setup but MultiWorkerMirroredStrategy (float32 only) runs once per
+--gradient_compression, its gradients crossing the links in that dtype (DeploymentConfig's
+gradient_compression); a run with 16-bit gradients is named '<setup>:<dtype>'
+('collective:bfloat16') and labelled '<label>, <dtype>'.
+
 Per bandwidth of --link_bandwidth, in turn: the setups' clusters start one after another
 (each start-up alone on the machine), all stay warm and run --warmup_steps untimed steps
 together, then per round each setup runs --steps timed steps while the others wait, in an
@@ -41,11 +46,11 @@ step time is flagged: the plan or the measurement would be wrong. --json prints 
 instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `data`, `steps`, `warmup_steps`,
 `rounds`, `all_reduce_pack_bytes`, `intra_op_threads`, `inter_op_threads`, `tensorflow`,
 `seconds` (the whole run) and `links`: {bandwidth ('1gbit'): {`link_gbps`, `seconds`,
-`setups`: {setup: {`label`, `processes`, `images_per_sec` (median), `images_per_sec_rounds`,
-`spread`, `sec_per_step` (median), `sec_per_step_rounds`, `bound_secs` (None: the step
-runs collective ops the plan does not count), `step_over_bound`, `network` (worker 0's
-trainers.network_bound), `startup`, `loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio
-of median images/sec}}}. A process that fails or stops answering (--timeout_secs) ends the
+`setups`: {run ('collective', 'collective:bfloat16'): {`label`, `processes`,
+`images_per_sec` (median), `images_per_sec_rounds`, `spread`, `sec_per_step` (median),
+`sec_per_step_rounds`, `bound_secs` (None: the step runs collective ops the plan does not
+count), `step_over_bound`, `network` (worker 0's trainers.network_bound), `startup`,
+`loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio of median images/sec}}}. A process that fails or stops answering (--timeout_secs) ends the
 run with a one-line error and exit code 1; every process and host it made is removed on exit.
 """
 import time
@@ -65,7 +70,7 @@ import tempfile  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from slim_deploy.deployment import communication, emulated_hosts, launch  # noqa: E402
+from slim_deploy.deployment import communication, compression, emulated_hosts, launch  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
 import trainers  # noqa: E402
@@ -97,24 +102,38 @@ def link_rates(text):
     return rates
 
 
+def setup_of(name):
+    """The Setup of run `name`: a key of SETUPS, with ':bfloat16' or ':float16' for its
+    gradients exchanged in 16 bits."""
+    return SETUPS[name.partition(':')[0]]
+
+
+def compression_of(name):
+    """The gradient compression of run `name` (see setup_of)."""
+    return name.partition(':')[2] or 'none'
+
+
 def ps_tasks(args, name):
-    """The ps tasks of setup `name`'s cluster."""
-    return args.num_ps_tasks if SETUPS[name].kind == 'ps_worker' else 0
+    """The ps tasks of run `name`'s cluster."""
+    return args.num_ps_tasks if setup_of(name).kind == 'ps_worker' else 0
 
 
 def label(args, name):
-    """'parameter_server async, 1 ps', 'collective': setup `name`'s label."""
+    """'parameter_server async, 1 ps', 'collective, bfloat16': run `name`'s label."""
     tasks = ps_tasks(args, name)
-    return SETUPS[name].label + (f', {tasks} ps' if tasks else '')
+    compression = compression_of(name)
+    return (setup_of(name).label + (f', {tasks} ps' if tasks else '') +
+            (f', {compression}' if compression != 'none' else ''))
 
 
 def start_setup(processes, hosts, args, name, link_gbps):
-    """Starts setup `name`'s tasks, each on its emulated host of `hosts` (its ps tasks
+    """Starts run `name`'s tasks, each on its emulated host of `hosts` (its ps tasks
     first); returns its workers (of harness.Processes `processes`)."""
-    setup = SETUPS[name]
+    setup = setup_of(name)
     cluster = launch.emulated_cluster_spec(hosts, ps_tasks(args, name), args.workers)
     role = dict(kind=setup.kind, precision='float32', xla=False, cluster=cluster,
-                devices=['/device:CPU:0'], cpu_devices=None)
+                devices=['/device:CPU:0'], cpu_devices=None,
+                gradient_compression=compression_of(name))
 
     def start(task, task_role):
         return processes.start(f'{label(args, name)} {task}', harness.role_command(
@@ -152,7 +171,7 @@ def measure_link(args, rate, link_gbps, log):
             stack.callback(processes[name].close)
             workers[name] = start_setup(processes[name], hosts, args, name, link_gbps)
             first = processes[name].collect(workers[name], 'start')
-            if SETUPS[name].sync_replicas:
+            if setup_of(name).sync_replicas:
                 global_steps[name] = max(reply['global_step'] for reply in first)
             results[name] = dict(
                 label=label(args, name), processes=args.workers + ps_tasks(args, name),
@@ -210,7 +229,7 @@ def table(results):
              f"medians of {r['rounds']} round(s)"]
     for rate, link in r['links'].items():
         lines += ['', f"links of {rate} ({link['link_gbps']:g} Gbit/s each way)",
-                  f"{'setup':<30} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
+                  f"{'setup':<38} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
                   f"{'vs MWMS':>8} {'bound':>9}  {'busiest link':<42} {'step/bound':>10}"]
         notes = []
         baseline = link['setups'].get(BASELINE, {}).get('label')
@@ -247,7 +266,7 @@ def setup_row(setup, ratio, notes):
             over += ' !'
             notes.append(f"! {setup['label']}: a round's step time is below the bound: the "
                          'plan or the measurement is wrong')
-    return (f"{setup['label']:<30} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
+    return (f"{setup['label']:<38} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
             f"{setup['sec_per_step']:>9.3f} {'-' if ratio is None else f'{ratio:.3f}':>8} "
             f"{bound:>9}  {busiest:<42} {over:>10}")
 
@@ -269,6 +288,11 @@ def parse_args(argv=None):
     parser.add_argument('--setups', type=names_in(tuple(SETUPS)),
                         help='comma-separated: ' + ', '.join(SETUPS) + ' (default: all, the '
                              'first two only with ps tasks)')
+    parser.add_argument('--gradient_compression', type=names_in(compression.COMPRESSIONS.names),
+                        default=['none'],
+                        help='comma-separated: ' + ', '.join(compression.COMPRESSIONS) +
+                             "; each setup but MultiWorkerMirroredStrategy runs with each "
+                             '(default none)')
     trainers.add_options(parser, steps=20, warmup_steps=5, rounds=5)
     parser.set_defaults(dataset_name=None, dataset_dir=None)  # Synthetic data (trainers).
     args = parser.parse_args(argv)
@@ -278,6 +302,9 @@ def parse_args(argv=None):
     wanting = [name for name in args.setups if name in with_ps]
     if wanting and not args.num_ps_tasks:
         parser.error(f'--setups {",".join(wanting)} needs --num_ps_tasks >= 1')
+    args.setups = [name if compressed == 'none' else f'{name}:{compressed}'
+                   for name in args.setups
+                   for compressed in (['none'] if name == BASELINE else args.gradient_compression)]
     if not args.role:
         try:
             emulated_hosts.check(bandwidth=True)

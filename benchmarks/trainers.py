@@ -13,7 +13,8 @@ cluster's workers; 'ps_worker', worker `index` of deploy() with the variables on
 tasks, asynchronous, or with `sync_replicas` (bool) under a SyncReplicasOptimizer that
 aggregates every worker's gradient; 'collective', worker `index` of deploy()'s collective
 all-reduce; 'mirrored', tf.distribute's MirroredStrategy over the devices; and
-'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy. With `link_gbps`
+'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy. 'ps_worker' and
+'collective' take `gradient_compression` too (DeploymentConfig's; absent: 'none'). With `link_gbps`
 (Gbit/s), a worker of a cluster also reports what its step moves over the network
 (network_bound).
 
@@ -181,7 +182,8 @@ def ps_worker_trainer(args, role):
     deployment = model_deploy.DeploymentConfig(
         num_clones=len(role['devices']), clone_devices=role['devices'],
         replica_id=task.task_index, num_replicas=workers, num_ps_tasks=task.num_ps_tasks,
-        worker_job_name=task.task_type, precision=role['precision'], xla=role['xla'])
+        worker_job_name=task.task_type, precision=role['precision'], xla=role['xla'],
+        gradient_compression=role.get('gradient_compression', 'none'))
     train_optimizer, hooks, global_step = optimizer(role), [], None
     if role['sync_replicas']:
         train_optimizer = tf.train.SyncReplicasOptimizer(
@@ -212,7 +214,8 @@ def collective_trainer(args, role):
         num_clones=1, clone_devices=role['devices'], variable_update='collective',
         replica_id=task.task_index, num_replicas=task.num_replicas,
         worker_job_name=task.task_type, all_reduce_pack_bytes=args.all_reduce_pack_bytes,
-        precision=role['precision'], xla=role['xla'])
+        precision=role['precision'], xla=role['xla'],
+        gradient_compression=role.get('gradient_compression', 'none'))
     step = deployed_step(args, role, deployment)
     built = time.time()
     server = task.start_server(session_config(args, role, role['cpu_devices'],

@@ -75,12 +75,34 @@ def test_every_setup_on_emulated_hosts_stays_above_the_plans_bound():
     assert 'round 2/2 done' in result.stderr  # Progress on stderr, the JSON alone on stdout.
 
 
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_each_setup_runs_with_each_gradient_compression():
+    """collective with float32 and bfloat16 gradients, and MultiWorkerMirroredStrategy in
+    float32 alone: the 16-bit run's bound is half the float32 run's, and no step beats it."""
+    result, _ = network('--setups', 'collective,multi_worker_mirrored', '--num_ps_tasks', '0',
+                        '--gradient_compression', 'none,bfloat16', '--link_bandwidth', '1gbit',
+                        '--batch_size', '4', '--steps', '3', '--warmup_steps', '1',
+                        '--rounds', '2', '--json', timeout=120)
+    assert result.returncode == 0, result.stderr
+    setups = json.loads(result.stdout)['links']['1gbit']['setups']
+    assert list(setups) == ['collective', 'collective:bfloat16', 'multi_worker_mirrored']
+    assert setups['collective:bfloat16']['label'] == 'collective, bfloat16'
+    full, half = (setups[name]['network']['bytes'] for name in ('collective',
+                                                                  'collective:bfloat16'))
+    assert half == pytest.approx(full / 2, rel=1e-3)
+    assert all(step >= setups['collective:bfloat16']['bound_secs']
+               for step in setups['collective:bfloat16']['sec_per_step_rounds'])
+
+
 @pytest.mark.parametrize('args, message', [
     (['--setups', 'sync_replicas', '--num_ps_tasks', '0'],
      '--setups sync_replicas needs --num_ps_tasks >= 1'),
     (['--link_bandwidth', '1gbit,10gb'],
      "argument --link_bandwidth: '10gb' is not a rate such as 100mbit or 1gbit"),
     (['--workers', '1'], 'argument --workers: must be >= 2, got 1'),
+    (['--gradient_compression', 'int8'],
+     'argument --gradient_compression: int8 is not in bfloat16, float16, none'),
 ])
 def test_bad_arguments_are_one_line(args, message):
     result, _ = network(*args)
