@@ -34,7 +34,8 @@ last step; then the ratios of the medians: each deploy setup against its tf.dist
 counterpart, each precision against float32 and XLA on against off. --json prints one
 object instead, with the fields `model_name`, `batch_size`, `num_clones`, `devices`,
 `data`, `steps`, `warmup_steps`, `rounds`, `intra_op_threads`, `inter_op_threads`,
-`tensorflow`, `seconds` (the whole run) and `setups`: {setup name ("replicated bfloat16",
+`tensorflow`, `bfloat16_cpu` (how this machine's CPU runs bfloat16: precision.cpu_support's
+'native', 'emulated', 'not rewritten' or 'unknown'), `seconds` (the whole run) and `setups`: {setup name ("replicated bfloat16",
 "MirroredStrategy float32 xla"): {`variable_update` (or `mirrored`,
 `multi_worker_mirrored`), `precision`, `xla`, `processes`, `images_per_sec` (median),
 `images_per_sec_rounds`, `spread`, `sec_per_step` (median), `sec_per_step_rounds`,
@@ -187,7 +188,9 @@ def benchmark(args, log):
         'data': args.dataset_name or 'synthetic', 'steps': args.steps,
         'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
         'intra_op_threads': args.intra_op_threads, 'inter_op_threads': args.inter_op_threads,
-        'tensorflow': tf.__version__, 'setups': results,
+        'tensorflow': tf.__version__,
+        'bfloat16_cpu': precision.cpu_support('bfloat16', precision.cpu_flags()),
+        'setups': results,
         'ratios': harness.ratios({setup: results[name]['images_per_sec']
                                   for setup, name in names.items()}, baselines, setup_name),
         'seconds': time.monotonic() - started,
@@ -203,7 +206,8 @@ def table(results):
         f"{r['tensorflow']}",
         f"{r['steps']} timed steps per round after {r['warmup_steps']} warm-up steps, "
         f"medians of {r['rounds']} round(s); threads intra-op {r['intra_op_threads']}, "
-        f"inter-op {r['inter_op_threads']} (0: TensorFlow's default)", '',
+        f"inter-op {r['inter_op_threads']} (0: TensorFlow's default); bfloat16 on this CPU: "
+        f"{r['bfloat16_cpu']}", '',
         f"{'setup':<40} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
         f"{'first step':>11}  loss first -> last"]
     for name, setup in r['setups'].items():

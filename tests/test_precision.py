@@ -333,6 +333,19 @@ def test_slowness_says_why_a_precision_runs_no_faster(precision_name, device, fl
         assert [fragment for fragment in fragments if fragment not in line] == [], line
 
 
+@pytest.mark.parametrize('precision_name, flags, support', [
+    ('bfloat16', CPU_WITHOUT_BF16, 'emulated'),
+    ('bfloat16', CPU_WITHOUT_BF16 | {'avx512_bf16'}, 'native'),
+    ('bfloat16', {'avx512f', 'amx_bf16'}, 'native'),
+    ('bfloat16', {'avx2'}, 'not rewritten'),
+    ('bfloat16', None, 'unknown'),
+    ('float32', CPU_WITHOUT_BF16, None),
+    ('float16', CPU_WITHOUT_BF16, None),
+])
+def test_cpu_support_says_how_the_cpu_runs_a_precision(precision_name, flags, support):
+    assert precision.cpu_support(precision_name, flags) == support
+
+
 def test_configure_turns_on_each_precisions_rewrite():
     rewrites = {name: training.session_config(precision=name).graph_options.rewrite_options
                 for name in precision.PRECISIONS}

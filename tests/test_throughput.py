@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from slim_deploy.deployment import precision
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, 'benchmarks', 'throughput.py')
 TINY = ['--model_name', 'lenet', '--batch_size', '2', '--steps', '2', '--warmup_steps', '1',
@@ -43,6 +45,7 @@ def test_two_precisions_of_one_variable_update():
         'model_name': 'lenet', 'batch_size': 2, 'num_clones': 2, 'data': 'synthetic',
         'steps': 2, 'warmup_steps': 1, 'rounds': 2}
     assert report['devices'] == 'CPU' and report['seconds'] > 0
+    assert report['bfloat16_cpu'] == precision.cpu_support('bfloat16', precision.cpu_flags())
     assert list(report['setups']) == ['parameter_server float32', 'parameter_server bfloat16']
     for name, setup in report['setups'].items():
         check_setup(setup, rounds=2)

@@ -80,6 +80,22 @@ def rewrites(precision, flags):
     return not needed or flags is None or bool(flags.intersection(needed))
 
 
+def cpu_support(precision, flags):
+    """How a CPU with these instruction `flags` (cpu_flags(); None: unknown) runs
+    `precision`'s rewritten ops: 'native' (it has one of the precision's cpu_flags),
+    'emulated' (TensorFlow rewrites the ops, and oneDNN emulates them: slower than float32),
+    'not rewritten' (they stay float32), or 'unknown' (no flags); None for a precision that
+    rewrites no CPU ops."""
+    entry = PRECISIONS[precision]
+    if entry.device_type != 'CPU':
+        return None
+    if flags is None:
+        return 'unknown'
+    if not rewrites(precision, flags):
+        return 'not rewritten'
+    return 'native' if flags.intersection(entry.cpu_flags) else 'emulated'
+
+
 def slowness(precision, clone_device, flags):
     """One line saying why `precision` will run no faster than float32 here, or None.
 
@@ -94,12 +110,13 @@ def slowness(precision, clone_device, flags):
                 f'clones run on {device_type}s: the step stays float32, no faster than '
                 '--precision=float32'
                 + ('; use --precision=float16 on GPUs' if device_type == 'GPU' else ''))
-    if not rewrites(precision, flags):
+    support = cpu_support(precision, flags)
+    if support == 'not rewritten':
         return (f'--precision={precision}: this CPU has none of the '
                 f'{", ".join(entry.rewrite_cpu_flags)} instructions TensorFlow needs to '
                 f'rewrite to {precision}: the step stays float32, no faster than '
                 '--precision=float32')
-    if entry.cpu_flags and flags is not None and not flags.intersection(entry.cpu_flags):
+    if support == 'emulated':
         return (f'--precision={precision}: this CPU lacks the '
                 f'{" and ".join(entry.cpu_flags)} instructions, so {precision} runs emulated, '
                 'slower than --precision=float32')
