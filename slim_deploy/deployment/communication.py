@@ -133,9 +133,10 @@ class Link:
 
 @dataclasses.dataclass(frozen=True)
 class AllReduces:
-    """The all-reduces of one step. count: all-reduces (packs) on each member; bytes: S,
-    their summed size on one member; members: N, the group's size; local_members: the
-    members on this worker (its clones)."""
+    """The all-reduces of one step. count: all-reduces on each member (one per pack, and
+    with float16 gradient compression one more per pack, of its scale); bytes: S, their
+    summed size on one member; members: N, the group's size; local_members: the members on
+    this worker (its clones)."""
     count: int
     bytes: int
     members: int
@@ -392,7 +393,7 @@ def plan_rows(traffic, link_gbps):
     carried = ['each worker'] + [ps_whose] * len(traffic.ps_tasks)
     if reduces and reduces.network_bytes:
         carried[0] += (f'; a ring all-reduce of {human_bytes(reduces.bytes)} in '
-                       f'{reduces.count} pack{"" if reduces.count == 1 else "s"} over '
+                       f'{reduces.count} all-reduce{"" if reduces.count == 1 else "s"} over '
                        f'{reduces.members} members: 2 x {reduces.members - 1}/'
                        f'{reduces.members} of it each way')
     busiest = traffic.busiest
