@@ -181,10 +181,35 @@ def test_settings_that_send_nothing_are_refused(options, refusal):
 
 
 @pytest.mark.parametrize('name', ['bfloat16', 'float16'])
-def test_a_ps_step_applies_the_float32_update_to_round_off(name):
+def test_with_16_bit_math_the_reads_cross_in_16_bits_too(name):
+    """The worker reads each trainable variable once, from a 16-bit cast on the ps task; the
+    gradients flowing back through the casts stay float32."""
+    config = _ps_config(gradient_compression=name, precision='bfloat16')
+    graph = built(config, lenet_model_fn())
+    wire = compression.wire_dtype(name)
+    with graph.as_default():
+        variables = tf.trainable_variables()
+    widened = [op for op in graph.get_operations() if op.type == 'Cast'
+               and op.inputs[0].dtype == wire and op.inputs[0].op.inputs[0].op.type ==
+               'ReadVariableOp']
+    assert len(widened) == len(variables)
+    for op in widened:
+        assert op.device == '/job:worker/task:0/device:CPU:0'
+        assert op.inputs[0].op.device.startswith('/job:ps/task:0')
+    traffic = communication.step_traffic(graph, config)
+    assert LENET // 2 <= traffic.worker.bytes_in < LENET // 2 + 1000
+    float32_reads = communication.step_traffic(
+        built(_ps_config(gradient_compression=name), lenet_model_fn()), config)
+    assert float32_reads.worker.bytes_in >= LENET
+
+
+@pytest.mark.parametrize('name, precision', [('bfloat16', 'float32'), ('float16', 'float32'),
+                                             ('bfloat16', 'bfloat16')])
+def test_a_ps_step_applies_the_float32_update_to_round_off(name, precision):
     """1 ps task and 1 worker, each a gRPC server in this process: a gradient-descent step of
-    lenet with 16-bit gradients moves each variable as float32's step does, to the 16-bit
-    round-off of the gradient."""
+    lenet with 16-bit gradients (and with 16-bit math, reads) moves each variable as
+    float32's step does, to the 16-bit round-off of the gradient. The weights start
+    bfloat16-exact, so that 16-bit reads give the net the values float32's read gives it."""
     ports = free_ports(LOCALHOST, 2)
     cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
                                     'worker': [f'{LOCALHOST}:{ports[1]}']})
@@ -194,11 +219,15 @@ def test_a_ps_step_applies_the_float32_update_to_round_off(name):
         with tf.Graph().as_default():
             tf.set_random_seed(0)
             config = DeploymentConfig(num_ps_tasks=1, clone_on_cpu=True,
-                                      gradient_compression=compressed)
-            model = deploy(config, _lenet_on_noise, optimizer=tf.train.GradientDescentOptimizer(1.0))
+                                      gradient_compression=compressed,
+                                      precision='float32' if compressed == 'none' else precision)
+            model = deploy(config, _lenet_on_noise,
+                           optimizer=tf.train.GradientDescentOptimizer(1.0))
+            rounded = [v.assign(tf.cast(tf.cast(v, tf.bfloat16), tf.float32))
+                       for v in tf.trainable_variables()]
             with tf.Session(servers[1].target) as session:
                 session.run(tf.global_variables_initializer())
-                before = session.run(tf.trainable_variables())
+                before = session.run(rounded)
                 session.run(model.train_op)
                 steps[compressed] = [a - b for a, b in
                                      zip(session.run(tf.trainable_variables()), before)]

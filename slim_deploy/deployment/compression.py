@@ -67,6 +67,26 @@ def widened(tensor, scale=None):
     return tensor if scale is None else tensor / scale
 
 
+@tf.RegisterGradient('SlimDeployPassThrough')
+def _pass_through(unused_op, grad):
+    """The gradient of a cast that only carries a value across the network: the incoming
+    gradient, in its own dtype (float32), not rounded to the cast's."""
+    return grad
+
+
+def read_across(read, dtype, device):
+    """`read` (a float32 read of a variable, on the variable's device) sent to `device` (a
+    device string or function) in `dtype`: narrowed where it was read, widened to float32 on
+    `device`. Gradients flow back to the read unchanged, in float32."""
+    graph = tf.get_default_graph()
+    with graph.gradient_override_map({'Cast': 'SlimDeployPassThrough'}), \
+            tf.colocate_with(None, ignore_existing=True):
+        with tf.device(read.device):
+            narrow = tf.cast(read, dtype)
+        with tf.device(device):
+            return tf.cast(narrow, tf.float32)
+
+
 def across_tasks(grads_and_vars, dtype, device):
     """[(gradient, variable)] whose gradients reach their variable's device in `dtype` (None:
     as they are): each is narrowed on `device` (the worker's, where they were summed) and

@@ -263,9 +263,10 @@ class DeploymentConfig:
         compression.COMPRESSIONS: 'none' (float32), 'bfloat16' or 'float16' (scaled by a
         power of two; see compression). With 'collective' the all-reduces run on 16-bit
         packs; with ps tasks each worker sends 16-bit gradients, which the variable's ps task
-        widens before the update (or a SyncReplicasOptimizer's accumulator). Updates stay
-        float32. Only where gradients leave the machine: not with 'replicated' or without
-        ps tasks.
+        widens before the update (or a SyncReplicasOptimizer's accumulator), and with a
+        16-bit precision the trainable variables' reads cross from the ps tasks in 16 bits
+        as well (the clones compute in 16 bits anyway). Updates stay float32. Only where
+        gradients leave the machine: not with 'replicated' or without ps tasks.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -659,7 +660,10 @@ def create_clones(config, model_fn, args=None, kwargs=None):
                    if config.sync_batch_norm and group.size > 1 else None)
     variables = sharing.CloneVariables([config.clone_scope(i) for i in range(config.num_clones)])
     clones = []
-    with sharing.caching_reads(config.caching_device()):
+    # With 16-bit math and gradients, the reads from the ps tasks cross in 16 bits too.
+    read_dtype = (compression.wire_dtype(config.gradient_compression)
+                  if config.precision != 'float32' else None)
+    with sharing.caching_reads(config.caching_device(), read_dtype):
         for i in range(config.num_clones):
             with tf.name_scope(config.clone_scope(i)) as clone_scope:
                 clone_device = config.clone_device(i)

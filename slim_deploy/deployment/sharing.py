@@ -28,6 +28,7 @@ import contextlib
 import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import resource_variable_ops
 
+from slim_deploy.deployment import compression
 from slim_deploy.deployment.errors import UsageError
 
 # Op types that write a variable: a Keras layer's update is one of them.
@@ -138,7 +139,7 @@ class CloneVariables:
 
 
 @contextlib.contextmanager
-def caching_reads(device):
+def caching_reads(device, read_dtype=None):
     """Within it, each trainable variable made without a caching device of its own, by any
     API (slim, tf.get_variable, tf.compat.v1.layers, Keras layers, tf.Variable), is read once
     per step onto `device` (a device string or function): every use of its value built within (each
@@ -149,7 +150,8 @@ def caching_reads(device):
     ExponentialMovingAverage under a control dependency on the update, a Saver) reads them
     afresh, on their device. Not cached: non-trainable variables (batch norm's moving
     statistics, whose update next to them would need the copy sent back) and variables made
-    before. device: None changes nothing."""
+    before. device: None changes nothing. read_dtype: None, or the dtype each float32 read
+    crosses to `device` in (compression.read_across; gradients flow back in float32)."""
     if device is None:
         yield
         return
@@ -159,6 +161,9 @@ def caching_reads(device):
         if kwargs.get('caching_device') is not None or not _trainable(kwargs):
             return next_creator(**kwargs)
         variable = next_creator(**{**kwargs, 'caching_device': device})
+        if read_dtype is not None and variable.dtype.base_dtype == tf.float32:
+            variable._cached_value = compression.read_across(  # TensorFlow's cached read.
+                variable._graph_element, read_dtype, device)
         cached.append(variable)
         return variable
 
