@@ -2,8 +2,9 @@
 
     python benchmarks/network.py [--model_name lenet] [--workers 2] [--num_ps_tasks 1]
         [--link_bandwidth 1gbit,10gbit] [--setups parameter_server,sync_replicas,collective,
-        multi_worker_mirrored] [--gradient_compression none,bfloat16,float16] [--batch_size 32]
-        [--steps 20] [--warmup_steps 5] [--rounds 5] [--all_reduce_pack_bytes N] [--json]
+        multi_worker_mirrored] [--precision float32] [--gradient_compression none,bfloat16]
+        [--batch_size 32] [--steps 20] [--warmup_steps 5] [--rounds 5]
+        [--all_reduce_pack_bytes N] [--json]
 
 Each step's time is set against the plan's lower bound for it
 (slim_deploy.deployment.communication). Needs root (network namespaces) and tc's tbf qdisc. Each
@@ -25,8 +26,8 @@ clone; 10 classes):
 
 Each setup but MultiWorkerMirroredStrategy (float32 only) runs once per
 --gradient_compression, its gradients crossing the links in that dtype (DeploymentConfig's
-gradient_compression); a run with 16-bit gradients is named '<setup>:<dtype>'
-('collective:bfloat16') and labelled '<label>, <dtype>'.
+gradient_compression), with --precision's math; a run with 16-bit gradients is named
+'<setup>:<dtype>' ('collective:bfloat16') and labelled '<label>, <dtype> gradients'.
 
 Per bandwidth of --link_bandwidth, in turn: the setups' clusters start one after another
 (each start-up alone on the machine), all stay warm and run --warmup_steps untimed steps
@@ -43,15 +44,16 @@ link must pass one after another per step, read from the worker's own graph
 (communication.step_traffic: each way at once, in then out, or out then in for synchronous
 workers), over the bandwidth, with the measured step time over it. A bound above a measured
 step time is flagged: the plan or the measurement would be wrong. --json prints one object
-instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `data`, `steps`, `warmup_steps`,
-`rounds`, `all_reduce_pack_bytes`, `intra_op_threads`, `inter_op_threads`, `tensorflow`,
-`seconds` (the whole run) and `links`: {bandwidth ('1gbit'): {`link_gbps`, `seconds`,
-`setups`: {run ('collective', 'collective:bfloat16'): {`label`, `processes`,
+instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `precision`, `data`, `steps`,
+`warmup_steps`, `rounds`, `all_reduce_pack_bytes`, `intra_op_threads`, `inter_op_threads`,
+`tensorflow`, `seconds` (the whole run) and `links`: {bandwidth ('1gbit'): {`link_gbps`,
+`seconds`, `setups`: {run ('collective', 'collective:bfloat16'): {`label`, `processes`,
 `images_per_sec` (median), `images_per_sec_rounds`, `spread`, `sec_per_step` (median),
 `sec_per_step_rounds`, `bound_secs` (None: the step runs collective ops the plan does not
 count), `step_over_bound`, `network` (worker 0's trainers.network_bound), `startup`,
-`loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio of median images/sec}}}. A process that fails or stops answering (--timeout_secs) ends the
-run with a one-line error and exit code 1; every process and host it made is removed on exit.
+`loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio of median images/sec}}}. A process
+that fails or stops answering (--timeout_secs) ends the run with a one-line error and exit
+code 1; every process and host it made is removed on exit.
 """
 import time
 
@@ -70,7 +72,8 @@ import tempfile  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from slim_deploy.deployment import communication, compression, emulated_hosts, launch  # noqa: E402
+from slim_deploy.deployment import (  # noqa: E402
+    communication, compression, emulated_hosts, launch, precision)
 from slim_deploy.nets import nets_factory  # noqa: E402
 import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
 import trainers  # noqa: E402
@@ -119,11 +122,12 @@ def ps_tasks(args, name):
 
 
 def label(args, name):
-    """'parameter_server async, 1 ps', 'collective, bfloat16': run `name`'s label."""
+    """'parameter_server async, 1 ps', 'collective, bfloat16 gradients': run `name`'s
+    label."""
     tasks = ps_tasks(args, name)
     compression = compression_of(name)
     return (setup_of(name).label + (f', {tasks} ps' if tasks else '') +
-            (f', {compression}' if compression != 'none' else ''))
+            (f', {compression} gradients' if compression != 'none' else ''))
 
 
 def start_setup(processes, hosts, args, name, link_gbps):
@@ -131,7 +135,8 @@ def start_setup(processes, hosts, args, name, link_gbps):
     first); returns its workers (of harness.Processes `processes`)."""
     setup = setup_of(name)
     cluster = launch.emulated_cluster_spec(hosts, ps_tasks(args, name), args.workers)
-    role = dict(kind=setup.kind, precision='float32', xla=False, cluster=cluster,
+    math = 'float32' if name == BASELINE else args.precision
+    role = dict(kind=setup.kind, precision=math, xla=False, cluster=cluster,
                 devices=['/device:CPU:0'], cpu_devices=None,
                 gradient_compression=compression_of(name))
 
@@ -211,8 +216,8 @@ def benchmark(args, log):
              for rate, gbps in args.link_bandwidth.items()}
     return {
         'model_name': args.model_name, 'batch_size': args.batch_size, 'workers': args.workers,
-        'num_ps_tasks': args.num_ps_tasks, 'data': 'synthetic', 'steps': args.steps,
-        'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
+        'num_ps_tasks': args.num_ps_tasks, 'precision': args.precision, 'data': 'synthetic',
+        'steps': args.steps, 'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
         'all_reduce_pack_bytes': args.all_reduce_pack_bytes,
         'intra_op_threads': args.intra_op_threads, 'inter_op_threads': args.inter_op_threads,
         'tensorflow': tf.__version__, 'links': links, 'seconds': time.monotonic() - started,
@@ -223,7 +228,8 @@ def table(results):
     """The results as printable lines."""
     r = results
     lines = [f"{r['model_name']}, batch {r['batch_size']} per worker, momentum SGD, "
-             f"{r['workers']} workers on emulated hosts (a host per task), synthetic images; "
+             f"{r['workers']} workers on emulated hosts (a host per task), synthetic images, "
+             f"{r['precision']} math (MultiWorkerMirroredStrategy: float32); "
              f"TensorFlow {r['tensorflow']}",
              f"{r['steps']} timed steps per round after {r['warmup_steps']} warm-up steps, "
              f"medians of {r['rounds']} round(s)"]
@@ -288,6 +294,11 @@ def parse_args(argv=None):
     parser.add_argument('--setups', type=names_in(tuple(SETUPS)),
                         help='comma-separated: ' + ', '.join(SETUPS) + ' (default: all, the '
                              'first two only with ps tasks)')
+    parser.add_argument('--precision', choices=precision.PRECISIONS.names, default='float32',
+                        help='the math of every setup but MultiWorkerMirroredStrategy '
+                             "(float32); with ps tasks and 16-bit gradients a 16-bit "
+                             'precision sends the variable reads in 16 bits too (default '
+                             'float32)')
     parser.add_argument('--gradient_compression', type=names_in(compression.COMPRESSIONS.names),
                         default=['none'],
                         help='comma-separated: ' + ', '.join(compression.COMPRESSIONS) +

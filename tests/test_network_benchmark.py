@@ -42,9 +42,10 @@ def test_every_setup_on_emulated_hosts_stays_above_the_plans_bound():
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert {key: report[key] for key in ('model_name', 'batch_size', 'workers', 'num_ps_tasks',
-                                         'data', 'steps', 'warmup_steps', 'rounds')} == {
+                                         'precision', 'data', 'steps', 'warmup_steps',
+                                         'rounds')} == {
         'model_name': 'lenet', 'batch_size': 4, 'workers': 2, 'num_ps_tasks': 1,
-        'data': 'synthetic', 'steps': 3, 'warmup_steps': 1, 'rounds': 2}
+        'precision': 'float32', 'data': 'synthetic', 'steps': 3, 'warmup_steps': 1, 'rounds': 2}
     assert list(report['links']) == ['1gbit']
     link = report['links']['1gbit']
     assert link['link_gbps'] == 1.0 and list(link['setups']) == SETUPS
@@ -87,7 +88,7 @@ def test_each_setup_runs_with_each_gradient_compression():
     assert result.returncode == 0, result.stderr
     setups = json.loads(result.stdout)['links']['1gbit']['setups']
     assert list(setups) == ['collective', 'collective:bfloat16', 'multi_worker_mirrored']
-    assert setups['collective:bfloat16']['label'] == 'collective, bfloat16'
+    assert setups['collective:bfloat16']['label'] == 'collective, bfloat16 gradients'
     full, half = (setups[name]['network']['bytes'] for name in ('collective',
                                                                   'collective:bfloat16'))
     assert half == pytest.approx(full / 2, rel=1e-3)
