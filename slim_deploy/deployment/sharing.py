@@ -150,8 +150,9 @@ def caching_reads(device, read_dtype=None):
     ExponentialMovingAverage under a control dependency on the update, a Saver) reads them
     afresh, on their device. Not cached: non-trainable variables (batch norm's moving
     statistics, whose update next to them would need the copy sent back) and variables made
-    before. device: None changes nothing. read_dtype: None, or the dtype each float32 read
-    crosses to `device` in (compression.read_across; gradients flow back in float32)."""
+    before. device: None changes nothing. read_dtype: None, or the dtype each float32
+    resource variable's read crosses to `device` in (compression.read_across; gradients flow
+    back in float32)."""
     if device is None:
         yield
         return
@@ -161,7 +162,8 @@ def caching_reads(device, read_dtype=None):
         if kwargs.get('caching_device') is not None or not _trainable(kwargs):
             return next_creator(**kwargs)
         variable = next_creator(**{**kwargs, 'caching_device': device})
-        if read_dtype is not None and variable.dtype.base_dtype == tf.float32:
+        if (read_dtype is not None and variable.dtype.base_dtype == tf.float32 and
+                resource_variable_ops.is_resource_variable(variable)):
             variable._cached_value = compression.read_across(  # TensorFlow's cached read.
                 variable._graph_element, read_dtype, device)
         cached.append(variable)
