@@ -12,6 +12,11 @@ slim_deploy.pth runs it at interpreter start, and importing slim_deploy does too
   provides it: with Hugging Face's datasets installed, `import datasets` gives theirs, and
   `from datasets import dataset_factory` ours, which theirs lacks.
 
+A few of slim's modules live elsewhere in slim_deploy (ELSEWHERE): slim keeps its
+MobileNet v1 scripts in nets/, but they read datasets, which nets/ never imports here, so
+`nets.mobilenet_v1_train` (and slim_deploy.nets.mobilenet_v1_train, which `from nets import
+mobilenet_v1_train` asks for) is slim_deploy.slim_scripts.mobilenet_v1_train.
+
 Either name gives the same module object: sys.modules holds it under both, and its
 __name__ and __spec__ are slim_deploy's.
 
@@ -35,6 +40,11 @@ NAMES = frozenset([
     'datasets', 'deployment', 'image_classifier', 'nets', 'preprocessing',
     'check_equivalence', 'download_and_convert_data', 'eval_image_classifier',
     'export_inference_graph', 'train_image_classifier'])
+# slim's names of modules that slim_deploy keeps outside the package slim keeps them in
+# (with and without PACKAGE): their module.
+ELSEWHERE = {f'{prefix}nets.{name}': f'{PACKAGE}.slim_scripts.{name}'
+             for name in ('mobilenet_v1_train', 'mobilenet_v1_eval', 'post_training_quantization')
+             for prefix in ('', PACKAGE + '.')}
 CONTRIB = 'tensorflow.contrib'
 # The modules of TensorFlow 1's contrib served, by name: slim_deploy's module of each.
 CONTRIB_MODULES = {CONTRIB + '.quantize': PACKAGE + '.deployment.quantize'}
@@ -57,12 +67,14 @@ class _Finder:
             return None
         if name == CONTRIB or name in CONTRIB_MODULES:
             return self._contrib_spec(name, path, target)
-        if name.partition('.')[0] not in NAMES:
+        if name.partition('.')[0] not in NAMES and name not in ELSEWHERE:
             return None
         import importlib.util  # Here, not at every interpreter's start: it takes 2 ms.
         parent_name, _, child = name.rpartition('.')
         parent = sys.modules.get(parent_name)
-        if parent is not None and parent.__name__.startswith(PACKAGE + '.'):
+        if name in ELSEWHERE:
+            real_name = ELSEWHERE[name]
+        elif parent is not None and parent.__name__.startswith(PACKAGE + '.'):
             real_name = f'{parent.__name__}.{child}'
         elif any(finder.find_spec(name, path, target) for finder in sys.meta_path
                  if finder is not self and hasattr(finder, 'find_spec')):

@@ -17,6 +17,7 @@ from absl import flags
 from absl.testing import flagsaver
 
 from helpers import checkpoint_step, error_message, run
+from slim_deploy import aliases
 from slim_deploy.deployment.errors import UsageError
 
 FLAGS = flags.FLAGS
@@ -101,7 +102,7 @@ def parsed_flags():
 def test_the_three_modules_import_together_with_slims_names_and_flags():
     for module, (names, module_flags) in MODULES.items():
         imported = importlib.import_module(module)
-        assert imported.__name__ == f'slim_deploy.{module}'
+        assert imported.__name__ == aliases.ELSEWHERE.get(module, f'slim_deploy.{module}')
         assert [name for name in names if not hasattr(imported, name)] == []
         assert {name: FLAGS[name].flag_type() for name in module_flags} == {
             name: kind for name, (kind, _) in module_flags.items()}

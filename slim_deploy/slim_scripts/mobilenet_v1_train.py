@@ -37,7 +37,8 @@ import tf_slim as slim  # noqa: E402
 
 from slim_deploy.datasets import dataset_factory  # noqa: E402
 from slim_deploy.deployment import checkpoints, quantize  # noqa: E402
-from slim_deploy.nets import _mobilenet_v1_input, mobilenet_v1  # noqa: E402
+from slim_deploy.nets import mobilenet_v1  # noqa: E402
+from slim_deploy.slim_scripts import mobilenet_v1_input  # noqa: E402
 
 flags = tf.app.flags
 FLAGS = flags.FLAGS
@@ -104,7 +105,7 @@ def imagenet_input(is_training):
     Returns (images, labels): float32 [batch_size, image_size, image_size, channels] in
     [-1, 1], and float32 [batch_size, num_classes] one-hot labels.
     """
-    images, labels = _mobilenet_v1_input.batches(
+    images, labels = mobilenet_v1_input.batches(
         FLAGS.dataset_name, 'train' if is_training else 'validation', FLAGS.dataset_dir,
         FLAGS.image_size, FLAGS.batch_size, is_training)
     return images, slim.one_hot_encoding(labels, FLAGS.num_classes)

@@ -39,7 +39,8 @@ import tf_slim as slim  # noqa: E402
 from slim_deploy.datasets import dataset_factory  # noqa: E402
 from slim_deploy.deployment import checkpoints, quantize  # noqa: E402
 from slim_deploy.deployment.errors import UsageError  # noqa: E402
-from slim_deploy.nets import _mobilenet_v1_input, mobilenet_v1  # noqa: E402
+from slim_deploy.nets import mobilenet_v1  # noqa: E402
+from slim_deploy.slim_scripts import mobilenet_v1_input  # noqa: E402
 
 flags = tf.app.flags
 FLAGS = flags.FLAGS
@@ -80,8 +81,8 @@ def imagenet_input(is_training):
     [-1, 1], and int64 [batch_size] labels.
     """
     split_name = 'train' if is_training else FLAGS.dataset_split_name
-    return _mobilenet_v1_input.batches(FLAGS.dataset_name, split_name, FLAGS.dataset_dir,
-                                       FLAGS.image_size, FLAGS.batch_size, is_training)
+    return mobilenet_v1_input.batches(FLAGS.dataset_name, split_name, FLAGS.dataset_dir,
+                                      FLAGS.image_size, FLAGS.batch_size, is_training)
 
 
 def metrics(logits, labels):
