@@ -77,9 +77,10 @@ def workers():
     --variable_update."""
     variable_update = model_deploy.VARIABLE_UPDATES.check(FLAGS.variable_update)
     problem = model_deploy.gradient_compression_problem(
-        FLAGS.gradient_compression, variable_update, 0, lambda name, value: f'--{name}={value}')
-    if problem:  # The check runs no ps tasks.
-        raise UsageError(problem.replace('use it with ps tasks or', 'use it with'))
+        FLAGS.gradient_compression, variable_update, 0, lambda name, value: f'--{name}={value}',
+        ps_tasks_possible=False)  # The check runs no ps tasks.
+    if problem:
+        raise UsageError(problem)
     if variable_update != 'collective':
         if FLAGS['num_workers'].present:
             raise UsageError(f'--num_workers applies to --variable_update=collective only, '

@@ -502,16 +502,19 @@ def variable_update_problem(variable_update, num_replicas, num_ps_tasks, show):
     return None
 
 
-def gradient_compression_problem(gradient_compression, variable_update, num_ps_tasks, show):
+def gradient_compression_problem(gradient_compression, variable_update, num_ps_tasks, show,
+                                 ps_tasks_possible=True):
     """What is wrong with compressing gradients (a name in compression.COMPRESSIONS) under
     `variable_update` with `num_ps_tasks` ps tasks, as a message; None if nothing. show: as
-    variable_update_problem's, also for 'gradient_compression'."""
+    variable_update_problem's, also for 'gradient_compression'. ps_tasks_possible: whether
+    the message may advise ps tasks."""
     if gradient_compression == 'none' or variable_update == 'collective' or num_ps_tasks:
         return None
     where = (show('variable_update', variable_update) if variable_update == 'replicated' else
              f'{show("variable_update", variable_update)} without ps tasks')
     return (f'{show("gradient_compression", gradient_compression)} compresses the gradients '
-            f'sent between tasks, and {where} sends none: use it with ps tasks or '
+            f'sent between tasks, and {where} sends none: use it with '
+            f'{"ps tasks or " if ps_tasks_possible else ""}'
             f'{show("variable_update", "collective")}')
 
 
