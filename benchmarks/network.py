@@ -1,8 +1,9 @@
 """Training over bandwidth-limited links: deploy()'s modes against MultiWorkerMirroredStrategy.
 
     python benchmarks/network.py [--model_name lenet] [--workers 2] [--num_ps_tasks 1]
-        [--link_bandwidth 1gbit,10gbit] [--setups parameter_server,sync_replicas,collective,
-        multi_worker_mirrored] [--precision float32] [--gradient_compression none,bfloat16]
+        [--link_bandwidth 1gbit,10gbit] [--setups parameter_server,prefetch_reads,
+        sync_replicas,collective,multi_worker_mirrored] [--precision float32,bfloat16]
+        [--gradient_compression none,bfloat16]
         [--batch_size 32] [--steps 20] [--warmup_steps 5] [--rounds 5]
         [--all_reduce_pack_bytes N] [--json]
 
@@ -15,6 +16,8 @@ clone; 10 classes):
 
   parameter_server   --num_ps_tasks ps tasks hold the variables; --workers asynchronous
                      workers (deploy(), as train_image_classifier.py's ps mode)
+  prefetch_reads     the same, each step fetching the next step's values while it computes
+                     and sends its gradients (--prefetch_reads)
   sync_replicas      the same, synchronous: a SyncReplicasOptimizer aggregates --workers
                      gradients per update (--sync_replicas), run by
                      training.SyncReplicasHook; a step is an update: its workers run until
@@ -24,10 +27,12 @@ clone; 10 classes):
                      variable_update='collective', packs of --all_reduce_pack_bytes)
   multi_worker_mirrored  tf.distribute's MultiWorkerMirroredStrategy on --workers workers
 
-Each setup but MultiWorkerMirroredStrategy (float32 only) runs once per
---gradient_compression, its gradients crossing the links in that dtype (DeploymentConfig's
-gradient_compression), with --precision's math; a run with 16-bit gradients is named
-'<setup>:<dtype>' ('collective:bfloat16') and labelled '<label>, <dtype> gradients'.
+Each setup but MultiWorkerMirroredStrategy (float32 only) runs once per --precision (its math)
+and --gradient_compression (the dtype its gradients cross the links in: DeploymentConfig's
+gradient_compression); a run with 16-bit gradients is named '<setup>:<dtype>'
+('collective:bfloat16') and labelled '<label>, <dtype> gradients', one with 16-bit math
+'<setup>[:<dtype>]@<precision>' ('sync_replicas:bfloat16@bfloat16'), labelled '<label>[, <dtype>
+gradients], <precision> math'.
 
 Per bandwidth of --link_bandwidth, in turn: the setups' clusters start one after another
 (each start-up alone on the machine), all stay warm and run --warmup_steps untimed steps
@@ -44,14 +49,15 @@ link must pass one after another per step, read from the worker's own graph
 (communication.step_traffic: each way at once, in then out, or out then in for synchronous
 workers), over the bandwidth, with the measured step time over it. A bound above a measured
 step time is flagged: the plan or the measurement would be wrong. --json prints one object
-instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `precision`, `data`, `steps`,
-`warmup_steps`, `rounds`, `all_reduce_pack_bytes`, `intra_op_threads`, `inter_op_threads`,
-`tensorflow`, `seconds` (the whole run) and `links`: {bandwidth ('1gbit'): {`link_gbps`,
-`seconds`, `setups`: {run ('collective', 'collective:bfloat16'): {`label`, `processes`,
-`images_per_sec` (median), `images_per_sec_rounds`, `spread`, `sec_per_step` (median),
-`sec_per_step_rounds`, `bound_secs` (None: the step runs collective ops the plan does not
-count), `step_over_bound`, `network` (worker 0's trainers.network_bound), `startup`,
-`loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio of median images/sec}}}. A process
+instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `precision` (a list), `data`,
+`steps`, `warmup_steps`, `rounds`, `all_reduce_pack_bytes`, `intra_op_threads`,
+`inter_op_threads`, `tensorflow`, `seconds` (the whole run) and `links`: {bandwidth ('1gbit'):
+{`link_gbps`, `seconds`, `setups`: {run ('collective', 'collective:bfloat16@bfloat16'):
+{`label`, `processes`, `images_per_sec` (median), `images_per_sec_rounds`, `spread`,
+`sec_per_step` (median), `sec_per_step_rounds`, `bound_secs` (None: the step runs collective
+ops the plan does not count), `step_over_bound`, `network` (worker 0's
+trainers.network_bound), `startup`, `loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio of
+median images/sec}}}. A process
 that fails or stops answering (--timeout_secs) ends the run with a one-line error and exit
 code 1; every process and host it made is removed on exit.
 """
@@ -79,11 +85,15 @@ import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
 import trainers  # noqa: E402
 from harness import at_least, names_in  # noqa: E402
 
-Setup = collections.namedtuple('Setup', ['label', 'kind', 'sync_replicas'])
+Setup = collections.namedtuple('Setup', ['label', 'kind', 'sync_replicas', 'prefetch_reads'],
+                               defaults=[False])
 Setup.__doc__ = """A setup: its label in the table, the trainers kind of its workers ('ps_worker'
-runs with ps tasks) and whether they are synchronous replicas."""
+runs with ps tasks), whether they are synchronous replicas and whether they prefetch their
+reads (DeploymentConfig's prefetch_reads)."""
 SETUPS = {
     'parameter_server': Setup('parameter_server async', 'ps_worker', False),
+    'prefetch_reads': Setup('parameter_server async, prefetched reads', 'ps_worker', False,
+                            prefetch_reads=True),
     'sync_replicas': Setup('parameter_server sync', 'ps_worker', True),
     'collective': Setup('collective', 'collective', False),
     'multi_worker_mirrored': Setup('MultiWorkerMirroredStrategy', 'multi_worker_mirrored',
@@ -105,15 +115,27 @@ def link_rates(text):
     return rates
 
 
+def run_name(setup, compressed, math):
+    """The name of the run of `setup` (a key of SETUPS) with gradients `compressed` (a name
+    of compression.COMPRESSIONS) and `math` (of precision.PRECISIONS): '<setup>', then
+    ':<compressed>' unless 'none' and '@<math>' unless 'float32'."""
+    return (setup + (f':{compressed}' if compressed != 'none' else '') +
+            (f'@{math}' if math != 'float32' else ''))
+
+
 def setup_of(name):
-    """The Setup of run `name`: a key of SETUPS, with ':bfloat16' or ':float16' for its
-    gradients exchanged in 16 bits."""
-    return SETUPS[name.partition(':')[0]]
+    """The Setup of run `name` (see run_name)."""
+    return SETUPS[name.partition('@')[0].partition(':')[0]]
 
 
 def compression_of(name):
-    """The gradient compression of run `name` (see setup_of)."""
-    return name.partition(':')[2] or 'none'
+    """The gradient compression of run `name` (see run_name)."""
+    return name.partition('@')[0].partition(':')[2] or 'none'
+
+
+def precision_of(name):
+    """The math of run `name` (see run_name)."""
+    return name.partition('@')[2] or 'float32'
 
 
 def ps_tasks(args, name):
@@ -122,12 +144,12 @@ def ps_tasks(args, name):
 
 
 def label(args, name):
-    """'parameter_server async, 1 ps', 'collective, bfloat16 gradients': run `name`'s
-    label."""
-    tasks = ps_tasks(args, name)
-    compression = compression_of(name)
+    """'parameter_server async, 1 ps', 'collective, bfloat16 gradients, bfloat16 math': run
+    `name`'s label."""
+    tasks, compression, math = ps_tasks(args, name), compression_of(name), precision_of(name)
     return (setup_of(name).label + (f', {tasks} ps' if tasks else '') +
-            (f', {compression} gradients' if compression != 'none' else ''))
+            (f', {compression} gradients' if compression != 'none' else '') +
+            (f', {math} math' if math != 'float32' else ''))
 
 
 def start_setup(processes, hosts, args, name, link_gbps):
@@ -135,10 +157,10 @@ def start_setup(processes, hosts, args, name, link_gbps):
     first); returns its workers (of harness.Processes `processes`)."""
     setup = setup_of(name)
     cluster = launch.emulated_cluster_spec(hosts, ps_tasks(args, name), args.workers)
-    math = 'float32' if name == BASELINE else args.precision
-    role = dict(kind=setup.kind, precision=math, xla=False, cluster=cluster,
+    role = dict(kind=setup.kind, precision=precision_of(name), xla=False, cluster=cluster,
                 devices=['/device:CPU:0'], cpu_devices=None,
-                gradient_compression=compression_of(name))
+                gradient_compression=compression_of(name),
+                prefetch_reads=setup.prefetch_reads)
 
     def start(task, task_role):
         return processes.start(f'{label(args, name)} {task}', harness.role_command(
@@ -229,7 +251,7 @@ def table(results):
     r = results
     lines = [f"{r['model_name']}, batch {r['batch_size']} per worker, momentum SGD, "
              f"{r['workers']} workers on emulated hosts (a host per task), synthetic images, "
-             f"{r['precision']} math (MultiWorkerMirroredStrategy: float32); "
+             f"{', '.join(r['precision'])} math (MultiWorkerMirroredStrategy: float32); "
              f"TensorFlow {r['tensorflow']}",
              f"{r['steps']} timed steps per round after {r['warmup_steps']} warm-up steps, "
              f"medians of {r['rounds']} round(s)"]
@@ -293,10 +315,12 @@ def parse_args(argv=None):
                              '(default 1gbit)')
     parser.add_argument('--setups', type=names_in(tuple(SETUPS)),
                         help='comma-separated: ' + ', '.join(SETUPS) + ' (default: all, the '
-                             'first two only with ps tasks)')
-    parser.add_argument('--precision', choices=precision.PRECISIONS.names, default='float32',
-                        help='the math of every setup but MultiWorkerMirroredStrategy '
-                             "(float32); with ps tasks and 16-bit gradients a 16-bit "
+                             'first three only with ps tasks)')
+    parser.add_argument('--precision', type=names_in(precision.PRECISIONS.names),
+                        default=['float32'],
+                        help='comma-separated: ' + ', '.join(precision.PRECISIONS) +
+                             '; each setup but MultiWorkerMirroredStrategy (float32) runs '
+                             'with each; with ps tasks and 16-bit gradients a 16-bit '
                              'precision sends the variable reads in 16 bits too (default '
                              'float32)')
     parser.add_argument('--gradient_compression', type=names_in(compression.COMPRESSIONS.names),
@@ -313,8 +337,8 @@ def parse_args(argv=None):
     wanting = [name for name in args.setups if name in with_ps]
     if wanting and not args.num_ps_tasks:
         parser.error(f'--setups {",".join(wanting)} needs --num_ps_tasks >= 1')
-    args.setups = [name if compressed == 'none' else f'{name}:{compressed}'
-                   for name in args.setups
+    args.setups = [run_name(name, compressed, math) for name in args.setups
+                   for math in (['float32'] if name == BASELINE else args.precision)
                    for compressed in (['none'] if name == BASELINE else args.gradient_compression)]
     if not args.role:
         try:

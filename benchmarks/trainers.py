@@ -14,7 +14,8 @@ tasks, asynchronous, or with `sync_replicas` (bool) under a SyncReplicasOptimize
 aggregates every worker's gradient; 'collective', worker `index` of deploy()'s collective
 all-reduce; 'mirrored', tf.distribute's MirroredStrategy over the devices; and
 'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy. 'ps_worker' and
-'collective' take `gradient_compression` too (DeploymentConfig's; absent: 'none'). With `link_gbps`
+'collective' take `gradient_compression` too (DeploymentConfig's; absent: 'none'), 'ps_worker'
+`prefetch_reads` (absent: False). With `link_gbps`
 (Gbit/s), a worker of a cluster also reports what its step moves over the network
 (network_bound).
 
@@ -183,7 +184,8 @@ def ps_worker_trainer(args, role):
         num_clones=len(role['devices']), clone_devices=role['devices'],
         replica_id=task.task_index, num_replicas=workers, num_ps_tasks=task.num_ps_tasks,
         worker_job_name=task.task_type, precision=role['precision'], xla=role['xla'],
-        gradient_compression=role.get('gradient_compression', 'none'))
+        gradient_compression=role.get('gradient_compression', 'none'),
+        prefetch_reads=role.get('prefetch_reads', False))
     train_optimizer, hooks, global_step = optimizer(role), [], None
     if role['sync_replicas']:
         train_optimizer = tf.train.SyncReplicasOptimizer(

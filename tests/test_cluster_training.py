@@ -24,10 +24,15 @@ def assert_variables_on_ps(train_dir):
     assert int(line.split()[4]) > 8  # lenet's 8, the global step, the optimizer's slots.
 
 
-def test_async_workers_share_the_steps_and_stop_exactly_at_the_last(digits_dir, tmp_path):
+@pytest.mark.parametrize('prefetch', [False, True])
+def test_async_workers_share_the_steps_and_stop_exactly_at_the_last(digits_dir, tmp_path,
+                                                                   prefetch):
     code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2',
-                                  args=train_args(tmp_path, digits_dir, 60))
+                                  args=train_args(tmp_path, digits_dir, 60,
+                                                  f'--prefetch_reads={prefetch}'))
     assert code == 0, output[-3000:]
+    assert bool(re.search(r'reads +prefetched: each step computes with copies on '
+                          r'/job:worker/task:\d/device:CPU:0', output)) == prefetch
     chief_final, chief_steps = steps_run(task_lines(output, 'worker:0'))
     _, worker_steps = steps_run(task_lines(output, 'worker:1'))
     # Every step of either worker incremented the one global step on the ps.

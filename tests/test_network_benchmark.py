@@ -12,9 +12,10 @@ from slim_deploy.deployment import emulated_hosts
 from helpers import ENV, REPO
 
 SCRIPT = os.path.join(REPO, 'benchmarks', 'network.py')
-SETUPS = ['parameter_server', 'sync_replicas', 'collective', 'multi_worker_mirrored']
-LABELS = ['parameter_server async, 1 ps', 'parameter_server sync, 1 ps', 'collective',
-          'MultiWorkerMirroredStrategy']
+SETUPS = ['parameter_server', 'prefetch_reads', 'sync_replicas', 'collective',
+          'multi_worker_mirrored']
+LABELS = ['parameter_server async, 1 ps', 'parameter_server async, prefetched reads, 1 ps',
+          'parameter_server sync, 1 ps', 'collective', 'MultiWorkerMirroredStrategy']
 
 
 def network(*args, timeout=60):
@@ -36,7 +37,7 @@ def network(*args, timeout=60):
 def test_every_setup_on_emulated_hosts_stays_above_the_plans_bound():
     result, pid = network('--workers', '2', '--num_ps_tasks', '1', '--link_bandwidth', '1gbit',
                           '--batch_size', '4', '--steps', '3', '--warmup_steps', '1',
-                          '--rounds', '2', '--json', timeout=120)
+                          '--rounds', '2', '--json', timeout=150)
     assert not [prefix for prefix in emulated_hosts.instances()
                 if prefix.startswith(f'{emulated_hosts.PREFIX}{pid}.')]
     assert result.returncode == 0, result.stderr
@@ -45,13 +46,13 @@ def test_every_setup_on_emulated_hosts_stays_above_the_plans_bound():
                                          'precision', 'data', 'steps', 'warmup_steps',
                                          'rounds')} == {
         'model_name': 'lenet', 'batch_size': 4, 'workers': 2, 'num_ps_tasks': 1,
-        'precision': 'float32', 'data': 'synthetic', 'steps': 3, 'warmup_steps': 1, 'rounds': 2}
+        'precision': ['float32'], 'data': 'synthetic', 'steps': 3, 'warmup_steps': 1, 'rounds': 2}
     assert list(report['links']) == ['1gbit']
     link = report['links']['1gbit']
     assert link['link_gbps'] == 1.0 and list(link['setups']) == SETUPS
     for name, label in zip(SETUPS, LABELS):
         setup = link['setups'][name]
-        assert setup['label'] == label and setup['processes'] == (3 if name in SETUPS[:2] else 2)
+        assert setup['label'] == label and setup['processes'] == (3 if name in SETUPS[:3] else 2)
         rates = setup['images_per_sec_rounds']
         assert len(rates) == 2 and min(rates) <= setup['images_per_sec'] <= max(rates)
         steps = setup['sec_per_step_rounds']
@@ -72,28 +73,37 @@ def test_every_setup_on_emulated_hosts_stays_above_the_plans_bound():
     assert link['ratios'] == {
         f'{label} / MultiWorkerMirroredStrategy': pytest.approx(
             link['setups'][name]['images_per_sec'] / baseline['images_per_sec'])
-        for name, label in zip(SETUPS[:3], LABELS[:3])}
+        for name, label in zip(SETUPS[:4], LABELS[:4])}
     assert 'round 2/2 done' in result.stderr  # Progress on stderr, the JSON alone on stdout.
 
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_each_setup_runs_with_each_gradient_compression():
-    """collective with float32 and bfloat16 gradients, and MultiWorkerMirroredStrategy in
-    float32 alone: the 16-bit run's bound is half the float32 run's, and no step beats it."""
+def test_each_setup_runs_with_each_gradient_compression_and_precision():
+    """collective with float32 and bfloat16 gradients, each in float32 and bfloat16 math, and
+    MultiWorkerMirroredStrategy in float32 alone: the 16-bit gradients' bound is half the
+    float32 ones', and no step beats it."""
     result, _ = network('--setups', 'collective,multi_worker_mirrored', '--num_ps_tasks', '0',
-                        '--gradient_compression', 'none,bfloat16', '--link_bandwidth', '1gbit',
-                        '--batch_size', '4', '--steps', '3', '--warmup_steps', '1',
-                        '--rounds', '2', '--json', timeout=120)
+                        '--gradient_compression', 'none,bfloat16', '--precision',
+                        'float32,bfloat16', '--link_bandwidth', '1gbit', '--batch_size', '4',
+                        '--steps', '3', '--warmup_steps', '1', '--rounds', '2', '--json',
+                        timeout=180)
     assert result.returncode == 0, result.stderr
-    setups = json.loads(result.stdout)['links']['1gbit']['setups']
-    assert list(setups) == ['collective', 'collective:bfloat16', 'multi_worker_mirrored']
-    assert setups['collective:bfloat16']['label'] == 'collective, bfloat16 gradients'
-    full, half = (setups[name]['network']['bytes'] for name in ('collective',
-                                                                  'collective:bfloat16'))
-    assert half == pytest.approx(full / 2, rel=1e-3)
-    assert all(step >= setups['collective:bfloat16']['bound_secs']
-               for step in setups['collective:bfloat16']['sec_per_step_rounds'])
+    report = json.loads(result.stdout)
+    assert report['precision'] == ['float32', 'bfloat16']
+    setups = report['links']['1gbit']['setups']
+    assert {name: setup['label'] for name, setup in setups.items()} == {
+        'collective': 'collective',
+        'collective:bfloat16': 'collective, bfloat16 gradients',
+        'collective@bfloat16': 'collective, bfloat16 math',
+        'collective:bfloat16@bfloat16': 'collective, bfloat16 gradients, bfloat16 math',
+        'multi_worker_mirrored': 'MultiWorkerMirroredStrategy'}
+    for math in ('', '@bfloat16'):
+        full, half = (setups[name + math]['network']['bytes']
+                      for name in ('collective', 'collective:bfloat16'))
+        assert half == pytest.approx(full / 2, rel=1e-3)
+        assert all(step >= setups['collective:bfloat16' + math]['bound_secs']
+                   for step in setups['collective:bfloat16' + math]['sec_per_step_rounds'])
 
 
 @pytest.mark.parametrize('args, message', [

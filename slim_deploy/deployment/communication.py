@@ -13,8 +13,9 @@ Gbit/s (10^9 bit/s) each way; times in seconds.
 
 The step is every op the op deploy() names 'train_op' needs (inputs and control inputs),
 each where TensorFlow's placer puts it: with the ops its colocation attribute names and
-with the op making each resource or reference it takes; otherwise on its requested
-device, this worker's task filling what that leaves open. So a variable's reads
+with the op making each resource or reference it takes (unless it is an IdentityN or calls
+a function, which TensorFlow exempts); otherwise on its requested device, this worker's
+task filling what that leaves open. So a variable's reads
 (ReadVariableOp), optimizer updates, batch-norm moving-average updates and sync replicas'
 accumulators run on the variable's ps task. A tensor crosses the network where an op of
 one task uses a tensor another task made, once per receiving task (as TensorFlow's graph
@@ -90,6 +91,9 @@ import tensorflow.compat.v1 as tf
 # Op types running function bodies, whose ops TensorFlow places one by one.
 _FUNCTION_CALLS = frozenset({'If', 'StatelessIf', 'While', 'StatelessWhile', 'Case',
                              'StatelessCase', 'PartitionedCall', 'StatefulPartitionedCall'})
+# Op types that take a resource without going with its maker (TensorFlow's input colocation
+# exemptions; function calls, which place their bodies' ops one by one, are exempt too).
+_FORWARDS_STATE = frozenset({'IdentityN'})
 # SyncReplicasOptimizer's protocol: gradients go into accumulators, an update takes them,
 # then queues the tokens the workers wait for.
 _ACCUMULATORS = frozenset({'ConditionalAccumulator', 'ResourceConditionalAccumulator',
@@ -618,12 +622,12 @@ def _takes_state(dtype):
 class _Placement:
     """The task each op of a graph runs on, as TensorFlow's placer chooses: an op goes with
     the ops its colocation attribute names and with the op making each resource or
-    reference it takes (a variable, for its reads and updates), unless it runs a function
-    body, whose ops TensorFlow places one by one; a SyncReplicasOptimizer's accumulator goes
-    with the variable it accumulates gradients for (made on its device). Such a group runs
-    on the task its first op making a resource or reference (and taking none) requests, the
-    job or index that leaves open taken from its other ops in creation order, else from
-    this worker's task (index 0 of another job)."""
+    reference it takes (a variable, for its reads and updates), unless it is an IdentityN or
+    runs a function body, whose ops TensorFlow places one by one; a SyncReplicasOptimizer's
+    accumulator goes with the variable it accumulates gradients for (made on its device).
+    Such a group runs on the task its first op making a resource or reference (and taking
+    none) requests, the job or index that leaves open taken from its other ops in creation
+    order, else from this worker's task (index 0 of another job)."""
 
     def __init__(self, graph, worker):
         self._parent = {}
@@ -636,7 +640,7 @@ class _Placement:
             accumulated = _accumulated_variable(op)
             if accumulated in names:
                 self._union(op.name, accumulated)
-            if _calls_function(op):  # TensorFlow places its body's ops one by one.
+            if _calls_function(op) or op.type in _FORWARDS_STATE:
                 continue
             for tensor, dtype in zip(op.inputs, op._input_types):
                 if _takes_state(dtype):

@@ -267,6 +267,13 @@ class DeploymentConfig:
         16-bit precision the trainable variables' reads cross from the ps tasks in 16 bits
         as well (the clones compute in 16 bits anyway). Updates stay float32. Only where
         gradients leave the machine: not with 'replicated' or without ps tasks.
+      prefetch_reads: with ps tasks and asynchronous workers, each step computes with
+        values of the trainable (resource) variables that crossed during the step before,
+        and fetches the next ones while it computes and sends its gradients, so the reads
+        no longer come before the step's compute on the wire; the values are one step
+        older (the worker's own last update may be missing). Its refreshes are in the
+        first clone's UPDATE_OPS, which the train op must run (deploy's does). Not with a
+        SyncReplicasOptimizer, whose gradients must be of the values after the last update.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -280,7 +287,7 @@ class DeploymentConfig:
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
                  task_timeout_secs=watchdog.TIMEOUT_SECS, is_chief=None,
                  sync_batch_norm=False, precision='float32', xla=False,
-                 quantize_delay=None, gradient_compression='none'):
+                 quantize_delay=None, gradient_compression='none', prefetch_reads=False):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -348,6 +355,12 @@ class DeploymentConfig:
             lambda name, value: f'{name}={value!r}')
         if problem:
             raise ValueError(problem)
+        if not isinstance(prefetch_reads, bool):
+            raise ValueError(f'prefetch_reads must be True or False, got {prefetch_reads!r}')
+        problem = prefetch_reads_problem(prefetch_reads, variable_update, num_ps_tasks,
+                                         lambda name, value: f'{name}={value!r}')
+        if problem:
+            raise ValueError(problem)
         self._num_clones = num_clones
         self._clone_on_cpu = clone_on_cpu
         self._replica_id = replica_id
@@ -366,6 +379,7 @@ class DeploymentConfig:
         self._xla = xla
         self._quantize_delay = quantize_delay
         self._gradient_compression = gradient_compression
+        self._prefetch_reads = prefetch_reads
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -385,6 +399,7 @@ class DeploymentConfig:
     xla = property(lambda self: self._xla)
     quantize_delay = property(lambda self: self._quantize_delay)
     gradient_compression = property(lambda self: self._gradient_compression)
+    prefetch_reads = property(lambda self: self._prefetch_reads)
 
     @property
     def replicated(self):
@@ -518,6 +533,18 @@ def gradient_compression_problem(gradient_compression, variable_update, num_ps_t
             f'{show("variable_update", "collective")}')
 
 
+def prefetch_reads_problem(prefetch_reads, variable_update, num_ps_tasks, show):
+    """What is wrong with prefetching the reads of ps tasks' variables under
+    `variable_update` with `num_ps_tasks` ps tasks, as a message; None if nothing. show: as
+    variable_update_problem's, also for 'prefetch_reads'."""
+    if not prefetch_reads or (variable_update == 'parameter_server' and num_ps_tasks):
+        return None
+    return (f'{show("prefetch_reads", True)} prefetches the reads from ps tasks, and '
+            f'{show("variable_update", variable_update)} with '
+            f'{show("num_ps_tasks", num_ps_tasks)} reads none: use it with '
+            f'{show("variable_update", "parameter_server")} and ps tasks')
+
+
 def all_reducing_setting(variable_update, sync_batch_norm, show):
     """The setting that makes the clones all-reduce between them, and so sit on distinct
     devices, as show(name, value) shows it: variable_update when replicated, else
@@ -575,6 +602,10 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
         rows.append(('gradients', f'cross between tasks in {config.gradient_compression}'
                      + (' (scaled by a power of two)' if config.gradient_compression == 'float16'
                         else '') + ', applied in float32'))
+    if config.prefetch_reads:
+        rows.append(('reads', 'prefetched: each step computes with copies on '
+                              f'{config.worker_device}/device:CPU:0 and fetches the next '
+                              'values while it runs'))
     if config.sync_batch_norm:
         counted = ''
         if graph is not None:
@@ -666,7 +697,8 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     # With 16-bit math and gradients, the reads from the ps tasks cross in 16 bits too.
     read_dtype = (compression.wire_dtype(config.gradient_compression)
                   if config.precision != 'float32' else None)
-    with sharing.caching_reads(config.caching_device(), read_dtype):
+    with sharing.caching_reads(config.caching_device(), read_dtype,
+                               config.clone_scope(0) if config.prefetch_reads else None):
         for i in range(config.num_clones):
             with tf.name_scope(config.clone_scope(i)) as clone_scope:
                 clone_device = config.clone_device(i)
@@ -877,6 +909,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                          'aggregates gradients itself; give it replicas_to_aggregate x '
                          f'{gradient_accumulation_steps} instead')
     loss_scaling = precision_lib.PRECISIONS[config.precision].loss_scaling
+    if config.prefetch_reads and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+        raise ValueError('prefetch_reads=True with a SyncReplicasOptimizer: its workers read '
+                         'the variables after each update, and a gradient of values read '
+                         'before it would be dropped as stale; prefetch with asynchronous '
+                         'workers')
     if loss_scaling and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
         raise ValueError(f'precision={config.precision!r} with a SyncReplicasOptimizer: '
                          'the chief applies the aggregated gradients, which dynamic loss '

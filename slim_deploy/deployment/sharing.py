@@ -139,7 +139,7 @@ class CloneVariables:
 
 
 @contextlib.contextmanager
-def caching_reads(device, read_dtype=None):
+def caching_reads(device, read_dtype=None, prefetch_scope=None):
     """Within it, each trainable variable made without a caching device of its own, by any
     API (slim, tf.get_variable, tf.compat.v1.layers, Keras layers, tf.Variable), is read once
     per step onto `device` (a device string or function): every use of its value built within (each
@@ -152,7 +152,10 @@ def caching_reads(device, read_dtype=None):
     statistics, whose update next to them would need the copy sent back) and variables made
     before. device: None changes nothing. read_dtype: None, or the dtype each float32
     resource variable's read crosses to `device` in (compression.read_across; gradients flow
-    back in float32)."""
+    back in float32). prefetch_scope: None, or a name scope ('' for the root) under which
+    each resource variable's reads come from a copy on `device` that the step refreshes
+    while it computes (see _prefetched): the next step's values cross as this step's
+    gradients do, one step older."""
     if device is None:
         yield
         return
@@ -162,10 +165,14 @@ def caching_reads(device, read_dtype=None):
         if kwargs.get('caching_device') is not None or not _trainable(kwargs):
             return next_creator(**kwargs)
         variable = next_creator(**{**kwargs, 'caching_device': device})
-        if (read_dtype is not None and variable.dtype.base_dtype == tf.float32 and
-                resource_variable_ops.is_resource_variable(variable)):
-            variable._cached_value = compression.read_across(  # TensorFlow's cached read.
-                variable._graph_element, read_dtype, device)
+        if resource_variable_ops.is_resource_variable(variable):
+            narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
+            value = (compression.read_across(variable._graph_element, narrow, device)
+                     if narrow is not None else None)
+            if prefetch_scope is not None:
+                value = _prefetched(variable, value, device, prefetch_scope)
+            if value is not None:
+                variable._cached_value = value  # TensorFlow's cached read.
         cached.append(variable)
         return variable
 
@@ -175,6 +182,36 @@ def caching_reads(device, read_dtype=None):
     finally:
         for variable in cached:
             _uncache(variable)
+
+
+def _prefetched(variable, fresh, device, update_scope):
+    """The value a step reads of resource `variable` (held on another task): the value of a
+    copy on `device` (a local variable, initialized from the variable), which an op of
+    UPDATE_OPS under name scope `update_scope` refreshes once the step has read the copy,
+    from `fresh` (the variable's value on `device`; None: a read of it sent there). The
+    refresh does not wait for the step's update: in an asynchronous step the next values
+    cross while the gradients do. Gradients flow to the variable itself."""
+    graph = tf.get_default_graph()
+    scope = '/'.join(filter(None, [update_scope, variable.op.name, 'prefetched'])) + '/'
+    with tf.name_scope(scope), tf.colocate_with(None, ignore_existing=True), \
+            tf.device(device):
+        if fresh is None:
+            fresh = tf.identity(variable._graph_element, name='fresh')
+        copy = resource_variable_ops.ResourceVariable(  # Made by no variable creator.
+            fresh, trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES], name='copy')
+        value = copy.value()
+        with tf.control_dependencies([value]):
+            tf.add_to_collection(tf.GraphKeys.UPDATE_OPS,
+                                 copy.assign(fresh, read_value=False, name='refresh'))
+        with graph.gradient_override_map({'IdentityN': 'SlimDeployPrefetched'}):
+            return tf.identity_n([value, variable.handle], name='value')[0]
+
+
+@tf.RegisterGradient('SlimDeployPrefetched')
+def _prefetched_gradient(unused_op, grad, unused_handle_grad):
+    """The gradient of a prefetched value (_prefetched), which goes to the variable's handle,
+    as a read's would."""
+    return None, grad
 
 
 def _trainable(kwargs):
@@ -231,9 +268,10 @@ def _describe(shape, dtype):
 
 def _collect_updates(ops, initializers):
     """Adds to tf.GraphKeys.UPDATE_OPS each op of `ops` (a clone's) that writes a variable,
-    that nothing runs or collects already (not one of `initializers`) and that needs no
-    value fed but those the clone's losses need (not, e.g., an update a Keras model made
-    when built on its Input placeholders)."""
+    that nothing runs or collects already (not one of `initializers`, nor a local
+    variable's initializer) and that needs no value fed but those the clone's losses need
+    (not, e.g., an update a Keras model made when built on its Input placeholders)."""
+    initializers = initializers | {v.initializer for v in tf.local_variables()}
     collected = {getattr(item, 'op', item) for item in tf.get_collection(tf.GraphKeys.UPDATE_OPS)}
     updates = [op for op in ops if op.type in _ASSIGN_OP_TYPES and op not in initializers
                and op not in collected and _unused(op)]

@@ -247,6 +247,11 @@ class ClusterConfig:
         '--variable_update=collective the all-reduces, with ps tasks what each worker sends; '
         'updates stay float32 (float16 is scaled by a power of two against overflow and '
         'underflow).')
+    prefetch_reads: bool = setting(
+        False, "With ps tasks and asynchronous workers, fetch the variables' next values "
+               'while the step computes and sends its gradients, instead of before it: the '
+               'reads overlap the gradients on the wire, and each step computes with values '
+               'one step older.')
     task_timeout_secs: float = setting(
         watchdog.TIMEOUT_SECS, 'Seconds a task this one needs (the ps tasks; the chief, while '
         'it initializes and, with --sync_replicas, always; every worker with '
@@ -317,11 +322,19 @@ class ClusterConfig:
             problem = model_deploy.gradient_compression_problem(
                 self.gradient_compression, self.variable_update, self.num_ps_tasks,
                 lambda name, value: f'--{flags.get(name, name)}={value}')
+        if not problem:
+            problem = model_deploy.prefetch_reads_problem(
+                self.prefetch_reads, self.variable_update, self.num_ps_tasks,
+                lambda name, value: f'--{flags.get(name, name)}={value}')
         if problem:
             raise UsageError(problem)
         if self.variable_update == 'collective' and not self.cluster_task:
             raise UsageError('--variable_update=collective needs the cluster named by '
                              'TF_CONFIG or --worker_hosts/--job_name/--task')
+        if self.prefetch_reads and self.sync_replicas:
+            raise UsageError('--prefetch_reads cannot go with --sync_replicas: synchronous '
+                             'workers read the variables after each update, and a gradient of '
+                             'values read before it is dropped as stale')
         if self.variable_update != 'parameter_server' and self.sync_replicas:
             raise UsageError(f'--sync_replicas aggregates gradients on ps tasks; '
                              f'--variable_update={self.variable_update} is synchronous already')

@@ -86,7 +86,8 @@ def deployment(devices, cluster=None, quantize_delay=None):
             all_reduce_pack_bytes=cluster.all_reduce_pack_bytes,
             task_timeout_secs=cluster.task_timeout_secs, is_chief=cluster.is_chief,
             sync_batch_norm=cluster.sync_batch_norm,
-            gradient_compression=cluster.gradient_compression)
+            gradient_compression=cluster.gradient_compression,
+            prefetch_reads=cluster.prefetch_reads)
     config = model_deploy.DeploymentConfig(num_clones=devices.num_clones,
                                            clone_on_cpu=devices.clone_on_cpu,
                                            clone_devices=clone_devices,
