@@ -9,7 +9,8 @@ AUTOTUNE = tf.data.experimental.AUTOTUNE
 
 
 def _records(split, num_readers, training, replica_id, num_replicas, seed):
-    """Serialized examples of `split`, this replica's share of them when training."""
+    """Serialized examples of `split`, this replica's share of them when training (in a
+    random order unless `seed`; in the files' order when not training)."""
     files = split.files()
     read = tf.data.TFRecordDataset
     if num_replicas > 1 and len(files) >= num_replicas:
@@ -21,7 +22,7 @@ def _records(split, num_readers, training, replica_id, num_replicas, seed):
     if training:
         records = records.shuffle(len(files), seed=seed).repeat()
     return records.interleave(read, cycle_length=num_readers, num_parallel_calls=AUTOTUNE,
-                              deterministic=not training)
+                              deterministic=not training or seed is not None)
 
 
 def _decode_fn(split, preprocessing_fn, image_size, labels_offset):
@@ -39,12 +40,15 @@ def training_batches(split, preprocessing_fn, image_size, batch_size, num_reader
     images: float32 [batch_size, image_size, image_size, C] from `preprocessing_fn(image,
     height, width)`; labels: int64 [batch_size], dataset label minus labels_offset.
     Replica `replica_id` of `num_replicas` reads its own shards (or every num_replicas-th
-    record when there are fewer shards than replicas). seed: None for a random order.
+    record when there are fewer shards than replicas). seed: None for a random order;
+    with a seed the order and, with the graph seeded and op determinism on (as
+    DeploymentConfig's seed does), the augmentation repeat from run to run.
     """
     records = _records(split, num_readers, True, replica_id, num_replicas, seed)
     return (records.shuffle(min(shuffle_buffer, split.num_samples), seed=seed)
             .map(_decode_fn(split, preprocessing_fn, image_size, labels_offset),
-                 num_parallel_calls=num_preprocessing_threads, deterministic=False)
+                 num_parallel_calls=num_preprocessing_threads,
+                 deterministic=seed is not None)
             .batch(batch_size, drop_remainder=True)
             .prefetch(AUTOTUNE))
 

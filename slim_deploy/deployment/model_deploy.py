@@ -37,6 +37,7 @@ import dataclasses
 import itertools
 from typing import Callable
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.deployment import (accumulation, all_reduce, communication, compression,
@@ -274,6 +275,11 @@ class DeploymentConfig:
         older (the worker's own last update may be missing). Its refreshes are in the
         first clone's UPDATE_OPS, which the train op must run (deploy's does). Not with a
         SyncReplicasOptimizer, whose gradients must be of the values after the last update.
+      seed: None, or an integer >= 0 that makes training bit-reproducible (see
+        reproducibility in the manual): deploy() seeds the graph with graph_seed, unless
+        it has a seed already, and turns on TensorFlow's op determinism for the process.
+        Asynchronous workers with ps tasks apply their gradients in arrival order, which no
+        seed fixes: deploy() logs a line saying so.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -287,7 +293,8 @@ class DeploymentConfig:
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
                  task_timeout_secs=watchdog.TIMEOUT_SECS, is_chief=None,
                  sync_batch_norm=False, precision='float32', xla=False,
-                 quantize_delay=None, gradient_compression='none', prefetch_reads=False):
+                 quantize_delay=None, gradient_compression='none', prefetch_reads=False,
+                 seed=None):
         _check_int('num_clones', num_clones, minimum=1)
         _check_int('num_replicas', num_replicas, minimum=1)
         _check_int('replica_id', replica_id, minimum=0)
@@ -361,6 +368,8 @@ class DeploymentConfig:
                                          lambda name, value: f'{name}={value!r}')
         if problem:
             raise ValueError(problem)
+        if seed is not None:
+            _check_int('seed', seed, minimum=0)
         self._num_clones = num_clones
         self._clone_on_cpu = clone_on_cpu
         self._replica_id = replica_id
@@ -380,6 +389,7 @@ class DeploymentConfig:
         self._quantize_delay = quantize_delay
         self._gradient_compression = gradient_compression
         self._prefetch_reads = prefetch_reads
+        self._seed = seed
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -400,6 +410,13 @@ class DeploymentConfig:
     quantize_delay = property(lambda self: self._quantize_delay)
     gradient_compression = property(lambda self: self._gradient_compression)
     prefetch_reads = property(lambda self: self._prefetch_reads)
+    seed = property(lambda self: self._seed)
+
+    @property
+    def graph_seed(self):
+        """None without a seed, else this worker's graph-level seed: seed + replica_id, so
+        that the workers draw different dropout masks and augmentations."""
+        return None if self._seed is None else self._seed + self._replica_id
 
     @property
     def replicated(self):
@@ -918,6 +935,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         raise ValueError(f'precision={config.precision!r} with a SyncReplicasOptimizer: '
                          'the chief applies the aggregated gradients, which dynamic loss '
                          'scaling cannot skip; use bfloat16 or asynchronous workers')
+    if config.seed is not None:
+        _make_reproducible(config, optimizer)
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
     clones = create_clones(config, model_fn, args, kwargs)
     copies = replicas.of(clones)
@@ -985,6 +1004,20 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             timeout_secs=config.task_timeout_secs and max(
                 config.task_timeout_secs, START_TIMEOUT_SECS))))
     return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _make_reproducible(config, optimizer):
+    """Seeds the default graph with config.graph_seed unless it has a seed, turns on op
+    determinism, and logs a line when asynchronous workers make the run irreproducible
+    anyway."""
+    if tf.get_default_graph().seed is None:
+        tf.set_random_seed(config.graph_seed)
+    tf.compat.v2.config.experimental.enable_op_determinism()
+    if (optimizer and config.num_ps_tasks and config.num_replicas > 1 and
+            not isinstance(optimizer, tf.train.SyncReplicasOptimizer)):
+        logging.warning('seed %d: asynchronous workers apply their gradients to the ps tasks '
+                        'in the order they arrive, so this run is not bit-reproducible',
+                        config.seed)
 
 
 def _require_resource_variables(grads_and_vars, setting):

@@ -522,11 +522,16 @@ def add_classification_losses(logits, end_points, labels, num_classes, label_smo
 
 def classification_model_fn(network_fn, iterator, inputs_device, num_classes, label_smoothing):
     """model_fn for deploy(): takes the next (images, labels) batch of `iterator` on
-    `inputs_device`, adds the classification losses (add_classification_losses) and slim's
-    activation summaries, and returns the end points."""
+    `inputs_device` (clone i the i-th of the step: each clone's after the one before, so
+    that a seeded run gives every clone the same batches each time), adds the
+    classification losses (add_classification_losses) and slim's activation summaries, and
+    returns the end points."""
+    taken = []  # The batches the clones built so far take.
+
     def model_fn():
-        with tf.device(inputs_device):
+        with tf.device(inputs_device), tf.control_dependencies(taken[-1:]):
             images, labels = iterator.get_next()
+        taken.append(images)
         logits, end_points = network_fn(images)
         add_classification_losses(logits, end_points, labels, num_classes, label_smoothing)
         for name, tensor in end_points.items():

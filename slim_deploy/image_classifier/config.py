@@ -444,6 +444,11 @@ class TrainConfig(_RunConfig):
         -1, 'Train quantization-aware from this global step on (batch norm folded into the '
             'weights, weights and activations fake-quantized to 8 bits, as tf.contrib.quantize '
             'did), for an int8 TensorFlow Lite model; -1: off.')
+    seed: int | None = setting(
+        None, 'Makes training bit-reproducible: initial values, input order, dropout and '
+              'augmentation drawn from this seed (worker i: seed + i), TensorFlow ops '
+              'deterministic; asynchronous ps workers still apply gradients in arrival '
+              'order. None: a random run.')
     data: DataConfig = _group(DataConfig)
     model: ModelConfig = _group(ModelConfig)
     devices: DevicesConfig = _group(DevicesConfig)
@@ -455,6 +460,7 @@ class TrainConfig(_RunConfig):
     def __post_init__(self):
         _check_int('train_image_size', self.model.image_size, 1, none_ok=True)
         _check_int('quantize_delay', self.quantize_delay, -1)
+        _check_int('seed', self.seed, 0, none_ok=True)
         run = self.cluster
         if self.quantize_delay >= 0 and run.sync_batch_norm:
             raise UsageError('--quantize_delay and --sync_batch_norm are exclusive: the '

@@ -31,7 +31,7 @@ class Classifier:
     def training_batches(self, data, replica_id=0, num_replicas=1, seed=None):
         """An endless shuffled dataset of (images, labels) batches of data.batch_size, this
         replica's share of the split (see pipeline.training_batches; seed None: a random
-        order)."""
+        order and augmentation)."""
         return pipeline.training_batches(
             self.split, self.preprocessing_fn, self.image_size, data.batch_size,
             data.num_readers, data.num_preprocessing_threads, data.labels_offset,
@@ -63,10 +63,11 @@ def classifier(data, model, is_training, weight_decay=0.0, split=None):
         image_size=model.image_size_or_default())
 
 
-def deployment(devices, cluster=None, quantize_delay=None):
+def deployment(devices, cluster=None, quantize_delay=None, seed=None):
     """(DeploymentConfig, number of CPU devices the sessions need; None: the default) for a
-    DevicesConfig and, when training, a ClusterConfig (None: one worker, no ps tasks) and
-    the global step quantization-aware training starts at (None: none).
+    DevicesConfig and, when training, a ClusterConfig (None: one worker, no ps tasks), the
+    global step quantization-aware training starts at (None: none) and the seed (None:
+    none).
 
     On a machine without GPUs each clone gets a CPU device of its own (see
     training.clone_devices). In a cluster named by TF_CONFIG or flags, the worker's devices
@@ -92,7 +93,8 @@ def deployment(devices, cluster=None, quantize_delay=None):
                                            clone_on_cpu=devices.clone_on_cpu,
                                            clone_devices=clone_devices,
                                            precision=devices.precision, xla=devices.xla,
-                                           quantize_delay=quantize_delay, **replicas)
+                                           quantize_delay=quantize_delay, seed=seed,
+                                           **replicas)
     slow = precision.slowness(devices.precision, config.clone_device(0), precision.cpu_flags())
     if slow:
         logging.warning(slow)

@@ -39,7 +39,8 @@ def train(config):
     fileio.check_writable_dir(config.train_dir, '--train_dir')
     deployment, num_cpu_devices = parts.deployment(
         config.devices, run,
-        quantize_delay=config.quantize_delay if config.quantize_delay >= 0 else None)
+        quantize_delay=config.quantize_delay if config.quantize_delay >= 0 else None,
+        seed=config.seed)
     last_step = config.schedule.max_number_of_steps or None
     # Asynchronous workers other than the chief stop W-1 steps early; the chief waits for
     # their last updates and runs the remaining steps alone (see training.MonitorHook).
@@ -124,11 +125,14 @@ def _build(config, model, deployment, warmup_steps):
     """Builds the training graph of `config` in the default graph, the learning rate rising
     over `warmup_steps` global steps first."""
     run, optimizing = config.cluster, config.optimization
+    if deployment.seed is not None:  # Before the input pipeline, which deploy() follows.
+        tf.set_random_seed(deployment.graph_seed)
     with tf.device(deployment.variables_device()):
         global_step = tf.train.create_global_step()
     with tf.device(deployment.inputs_device()):
         iterator = tf.data.make_one_shot_iterator(
-            model.training_batches(config.data, run.task, run.worker_replicas))
+            model.training_batches(config.data, run.task, run.worker_replicas,
+                                   seed=deployment.graph_seed))
     with tf.device(deployment.optimizer_device()):
         learning_rate = optimization.learning_rate(
             optimizing.learning_rate_decay_type, config.scaled_learning_rate, global_step,

@@ -71,10 +71,14 @@ def distorted_bounding_box_crop(image, bbox, min_object_covered=0.1,
       area in area_range; after max_attempts failed draws it is the whole image.
     """
     with tf.name_scope(scope, 'distorted_bounding_box_crop', [image, bbox]):
-        begin, size, crop_box = tf.compat.v2.image.sample_distorted_bounding_box(
-            tf.shape(image), bounding_boxes=bbox, min_object_covered=min_object_covered,
-            aspect_ratio_range=aspect_ratio_range, area_range=area_range,
-            max_attempts=max_attempts, use_image_if_no_bounding_boxes=True)
+        # Seeded from the graph's seed, as other random ops are (TensorFlow's own op takes
+        # an explicit seed alone).
+        seed, seed2 = tf.get_seed(None)
+        begin, size, crop_box = tf.image.sample_distorted_bounding_box(
+            tf.shape(image), bounding_boxes=bbox, seed=seed, seed2=seed2,
+            min_object_covered=min_object_covered, aspect_ratio_range=aspect_ratio_range,
+            area_range=area_range, max_attempts=max_attempts,
+            use_image_if_no_bounding_boxes=True)
         return tf.slice(image, begin, size), crop_box
 
 
