@@ -3,13 +3,15 @@ precision, in one run.
 
     python benchmarks/throughput.py [--model_name resnet_v1_50] [--num_clones 2]
         [--batch_size 16] [--variable_update replicated[,parameter_server,collective]]
-        [--precision float32[,bfloat16,float16]] [--xla off[,on]] [--compare_mirrored]
+        [--precision float32[,bfloat16,float16]] [--xla off[,on]] [--seed off[,on]]
+        [--compare_mirrored]
         [--dataset_name digits [--dataset_dir DIR]] [--steps 10] [--warmup_steps 3]
         [--rounds 3] [--json]
 
 Every setup trains --model_name with momentum SGD on --batch_size examples per clone, on
 --num_clones devices, with the same intra-/inter-op thread settings; one setup per
-variable update, precision and XLA setting listed:
+variable update, precision, XLA and seed setting listed (--seed on: deploy()'s setups
+bit-reproducible, DeploymentConfig(seed=SEED); tf.distribute's unseeded):
 
   parameter_server, replicated   one process, --num_clones clones (deploy())
   collective                     --num_clones worker processes of one clone, on loopback
@@ -31,17 +33,17 @@ Prints, per setup, images/sec (global: every worker's images over the span from 
 worker's start to the last one's end; the median over rounds, and the spread: (max - min) /
 median), seconds per step (median), the time to first step and the loss of the first and
 last step; then the ratios of the medians: each deploy setup against its tf.distribute
-counterpart, each precision against float32 and XLA on against off. --json prints one
-object instead, with the fields `model_name`, `batch_size`, `num_clones`, `devices`,
-`data`, `steps`, `warmup_steps`, `rounds`, `intra_op_threads`, `inter_op_threads`,
-`tensorflow`, `bfloat16_cpu` (how this machine's CPU runs bfloat16: precision.cpu_support's
-'native', 'emulated', 'not rewritten' or 'unknown'), `seconds` (the whole run) and `setups`: {setup name ("replicated bfloat16",
-"MirroredStrategy float32 xla"): {`variable_update` (or `mirrored`,
-`multi_worker_mirrored`), `precision`, `xla`, `processes`, `images_per_sec` (median),
-`images_per_sec_rounds`, `spread`, `sec_per_step` (median), `sec_per_step_rounds`,
-`startup` {`import_secs`, `build_secs`, `init_secs`, `first_step_secs`,
-`to_first_step_secs` (build + init + first step)}, `loss_first`, `loss_last`}}, and
-`ratios`: {"A / B": ratio of their median images/sec}.
+counterpart, each precision against float32, XLA on against off and seeded against
+unseeded. --json prints one object instead, with the fields `model_name`, `batch_size`,
+`num_clones`, `devices`, `data`, `steps`, `warmup_steps`, `rounds`, `intra_op_threads`,
+`inter_op_threads`, `tensorflow`, `bfloat16_cpu` (how this machine's CPU runs bfloat16:
+precision.cpu_support's 'native', 'emulated', 'not rewritten' or 'unknown'), `seconds` (the
+whole run) and `setups`: {setup name ("replicated bfloat16", "MirroredStrategy float32
+xla"): {`variable_update` (or `mirrored`, `multi_worker_mirrored`), `precision`, `xla`,
+`seed` (bool), `processes`, `images_per_sec` (median), `images_per_sec_rounds`, `spread`,
+`sec_per_step` (median), `sec_per_step_rounds`, `startup` {`import_secs`, `build_secs`,
+`init_secs`, `first_step_secs`, `to_first_step_secs` (build + init + first step)},
+`loss_first`, `loss_last`}}, and `ratios`: {"A / B": ratio of their median images/sec}.
 A process that fails or stops answering (--timeout_secs) ends the run with a one-line error
 and exit code 1; every process the benchmark started is ended on exit.
 """
@@ -81,13 +83,18 @@ KINDS = {
     'multi_worker_mirrored': Kind('MultiWorkerMirroredStrategy', 'each', None),
 }
 
-Setup = collections.namedtuple('Setup', ['kind', 'precision', 'xla'])
-Setup.__doc__ = """One configuration measured: a key of KINDS, a precision, XLA on or off."""
+SEED = 1  # Of the seeded setups (--seed on).
+
+Setup = collections.namedtuple('Setup', ['kind', 'precision', 'xla', 'seed'])
+Setup.__doc__ = """One configuration measured: a key of KINDS, a precision, XLA on or off,
+seeded or not."""
 
 
 def setup_name(setup):
-    """'replicated bfloat16', 'MirroredStrategy float32 xla': the setup's name."""
-    return f'{KINDS[setup.kind].label} {setup.precision}' + (' xla' if setup.xla else '')
+    """'replicated bfloat16', 'MirroredStrategy float32 xla', 'replicated float32 seed': the
+    setup's name."""
+    return (f'{KINDS[setup.kind].label} {setup.precision}' + (' xla' if setup.xla else '') +
+            (' seed' if setup.seed else ''))
 
 
 def machine_devices(args):
@@ -108,12 +115,14 @@ def machine_devices(args):
 
 def setups(args):
     """The setups of the run, in the order of the table: each variable update (then its
-    tf.distribute counterpart, with --compare_mirrored) in each precision and XLA setting."""
+    tf.distribute counterpart, with --compare_mirrored) in each precision and XLA setting,
+    deploy()'s in each seed setting."""
     kinds = list(args.variable_update)
     if args.compare_mirrored:
         kinds += [kind for kind in ('mirrored', 'multi_worker_mirrored')
                   if any(KINDS[k].counterpart == kind for k in args.variable_update)]
-    return [Setup(kind, p, xla) for kind in kinds for p in args.precision for xla in args.xla]
+    return [Setup(kind, p, xla, seed) for kind in kinds for p in args.precision
+            for xla in args.xla for seed in (args.seed if kind in VARIABLE_UPDATES else [False])]
 
 
 def start_setup(processes, args, setup, machine, ports):
@@ -121,7 +130,8 @@ def start_setup(processes, args, setup, machine, ports):
     iterator of free ports); returns them."""
     local_devices, worker_device, cpu_devices, worker_env = machine
     name = setup_name(setup)
-    role = dict(kind=setup.kind, precision=setup.precision, xla=setup.xla)
+    role = dict(kind=setup.kind, precision=setup.precision, xla=setup.xla,
+                seed=SEED if setup.seed else None)
 
     def start(process_name, process_role, env=None):
         return processes.start(process_name, harness.role_command(
@@ -140,9 +150,11 @@ def start_setup(processes, args, setup, machine, ports):
 
 
 def baselines(setup):
-    """The setups `setup` is compared with: its tf.distribute counterpart, float32, XLA off."""
-    return [setup._replace(kind=KINDS[setup.kind].counterpart),
-            setup._replace(precision='float32'), setup._replace(xla=False)]
+    """The setups `setup` is compared with: its tf.distribute counterpart (unseeded),
+    float32, XLA off, unseeded."""
+    return [setup._replace(kind=KINDS[setup.kind].counterpart, seed=False),
+            setup._replace(precision='float32'), setup._replace(xla=False),
+            setup._replace(seed=False)]
 
 
 def benchmark(args, log):
@@ -155,7 +167,7 @@ def benchmark(args, log):
             log(f'warning: {slow}')
     names = {setup: setup_name(setup) for setup in setups(args)}
     results = {name: {'variable_update': setup.kind, 'precision': setup.precision,
-                      'xla': setup.xla} for setup, name in names.items()}
+                      'xla': setup.xla, 'seed': setup.seed} for setup, name in names.items()}
     with tempfile.TemporaryDirectory() as directory:
         processes = harness.Processes(directory, args.timeout_secs)
         try:
@@ -243,6 +255,10 @@ def parse_args(argv=None):
     parser.add_argument('--xla', type=names_in(('off', 'on')), nargs='?', const=['on'],
                         default=['off'], help='XLA compilation: off, on or off,on (default '
                                               'off; --xla alone: on)')
+    parser.add_argument('--seed', type=names_in(('off', 'on')), nargs='?', const=['on'],
+                        default=['off'], help="deploy()'s setups seeded (bit-reproducible): "
+                                              'off, on or off,on (default off; --seed alone: '
+                                              'on)')
     parser.add_argument('--compare_mirrored', action='store_true',
                         help="also run tf.distribute's MirroredStrategy (and, for collective, "
                              'MultiWorkerMirroredStrategy) in each precision')
@@ -254,6 +270,7 @@ def parse_args(argv=None):
     if 'collective' in args.variable_update and args.num_clones < 2:
         parser.error('--variable_update=collective needs --num_clones >= 2 (its workers)')
     args.xla = [value == 'on' for value in args.xla]
+    args.seed = [value == 'on' for value in args.seed]
     return args
 
 

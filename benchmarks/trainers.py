@@ -15,7 +15,8 @@ aggregates every worker's gradient; 'collective', worker `index` of deploy()'s c
 all-reduce; 'mirrored', tf.distribute's MirroredStrategy over the devices; and
 'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy. 'ps_worker' and
 'collective' take `gradient_compression` too (DeploymentConfig's; absent: 'none'), 'ps_worker'
-`prefetch_reads` (absent: False). With `link_gbps`
+`prefetch_reads` (absent: False), and the kinds of deploy() `seed` (DeploymentConfig's; absent:
+None). With `link_gbps`
 (Gbit/s), a worker of a cluster also reports what its step moves over the network
 (network_bound).
 
@@ -71,9 +72,10 @@ class Inputs:
     """What the clones train on: network_fn(images) -> (logits, end_points) of num_classes,
     and batch(device) -> (images, labels), a new batch per call: a synthetic one held on
     `device`, or the next of --dataset_name's real pipeline, read on `device`'s CPU
-    (device None: the current one, and CPU:0)."""
+    (device None: the current one, and CPU:0), in the order of `seed` (None: a random
+    one)."""
 
-    def __init__(self, args):
+    def __init__(self, args, seed=None):
         self._batch_size = args.batch_size
         self._batches = None
         if not args.dataset_name:
@@ -87,7 +89,7 @@ class Inputs:
         classifier = parts.classifier(data, config.ModelConfig(model_name=args.model_name),
                                       is_training=True, weight_decay=WEIGHT_DECAY)
         self.num_classes, self.network_fn = classifier.num_classes, classifier.network_fn
-        self._batches = lambda: classifier.training_batches(data)
+        self._batches = lambda: classifier.training_batches(data, seed=seed)
         self._iterator = None
 
     def batch(self, device=None):
@@ -144,7 +146,7 @@ a fetch reading the global step once a step is done (None: not needed)."""
 def deployed_step(args, role, deployment, train_optimizer=None):
     """deploy()'s train_op for `deployment` (a DeploymentConfig), each clone training on a
     batch of its own, with `train_optimizer` (None: optimizer(role))."""
-    inputs = Inputs(args)
+    inputs = Inputs(args, deployment.graph_seed)
     devices = iter([deployment.clone_device(i) for i in range(deployment.num_clones)])
 
     def model_fn():
@@ -159,7 +161,7 @@ def deploy_trainer(args, role):
     deployment = model_deploy.DeploymentConfig(
         num_clones=len(role['devices']), clone_devices=role['devices'],
         variable_update=role['kind'], all_reduce_pack_bytes=args.all_reduce_pack_bytes,
-        precision=role['precision'], xla=role['xla'])
+        precision=role['precision'], xla=role['xla'], seed=role.get('seed'))
     step = deployed_step(args, role, deployment)
     built = time.time()
     session = tf.Session(config=session_config(args, role, role['cpu_devices']))
@@ -184,6 +186,7 @@ def ps_worker_trainer(args, role):
         num_clones=len(role['devices']), clone_devices=role['devices'],
         replica_id=task.task_index, num_replicas=workers, num_ps_tasks=task.num_ps_tasks,
         worker_job_name=task.task_type, precision=role['precision'], xla=role['xla'],
+        seed=role.get('seed'),
         gradient_compression=role.get('gradient_compression', 'none'),
         prefetch_reads=role.get('prefetch_reads', False))
     train_optimizer, hooks, global_step = optimizer(role), [], None
@@ -216,7 +219,7 @@ def collective_trainer(args, role):
         num_clones=1, clone_devices=role['devices'], variable_update='collective',
         replica_id=task.task_index, num_replicas=task.num_replicas,
         worker_job_name=task.task_type, all_reduce_pack_bytes=args.all_reduce_pack_bytes,
-        precision=role['precision'], xla=role['xla'],
+        precision=role['precision'], xla=role['xla'], seed=role.get('seed'),
         gradient_compression=role.get('gradient_compression', 'none'))
     step = deployed_step(args, role, deployment)
     built = time.time()

@@ -1,15 +1,17 @@
 """--seed (TrainConfig's and DeploymentConfig's seed): two runs of the same command give
 bit-identical checkpoints, compared tensor by tensor at two global steps (the second after
-a resumption), in one process with 2 clones (parameter_server and replicated) and as a
-collective cluster; another seed gives other values; asynchronous ps workers say in one line
-that their run is not bit-reproducible."""
+a resumption), in one process with 2 clones (parameter_server and replicated) and as
+collective and synchronous ps clusters; another seed gives other values; asynchronous ps
+workers say in one line that their run is not bit-reproducible."""
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
 from clusters import launch_cluster
 from helpers import TRAIN, run, train_args
+from slim_deploy.deployment.errors import UsageError
 from slim_deploy.deployment.model_deploy import DeploymentConfig
+from slim_deploy.image_classifier.config import TrainConfig
 
 STEPS = (6, 12)  # The run stops at the first, then resumes to the second.
 
@@ -66,6 +68,37 @@ def test_seeded_collective_workers_are_bit_identical(tmp_path, digits_dir):
                         launch=launch) for name in ('first', 'second')]
     for step in STEPS:
         assert differing(*runs, step) == []
+
+
+@pytest.mark.cluster
+def test_seeded_synchronous_workers_aggregate_in_worker_order(tmp_path, digits_dir):
+    """Each update takes one gradient of each worker (none dropped), summed in worker order:
+    two runs give the same bits."""
+    launch = ('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas')
+    runs = [train_twice(tmp_path, digits_dir, name, '--seed=7', '--replicas_to_aggregate=2',
+                        launch=launch) for name in ('first', 'second')]
+    for step in STEPS:
+        assert differing(*runs, step) == []
+
+
+@pytest.mark.cluster
+def test_seeded_synchronous_workers_count_every_gradient(tmp_path, digits_dir):
+    code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas',
+                                  args=train_args(tmp_path, digits_dir, 10, '--seed=7',
+                                                  '--replicas_to_aggregate=2',
+                                                  '--gradient_accumulation_steps=2'))
+    assert code == 0, output[-3000:]
+    assert 'Sync replicas: 10 updates applied 40 gradients; 0 of the 40 gradients pushed' in output
+
+
+def test_seeded_synchronous_workers_need_every_workers_gradient(digits_dir):
+    flags = {'train_dir': '/nonexistent', 'dataset_dir': digits_dir, 'seed': 1,
+             'worker_hosts': 'a:1,b:1,c:1', 'ps_hosts': 'd:1', 'job_name': 'worker', 'task': 0,
+             'sync_replicas': True, 'replicas_to_aggregate': 2}
+    with pytest.raises(UsageError, match=r"^--seed with --sync_replicas needs "
+                       r"--replicas_to_aggregate equal to --worker_replicas=3, got 2: an "
+                       r"update of fewer workers' gradients takes those that arrive first$"):
+        TrainConfig.from_flags(flags)
 
 
 @pytest.mark.cluster

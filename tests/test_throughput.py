@@ -59,16 +59,20 @@ def test_two_precisions_of_one_variable_update():
 
 
 @pytest.mark.slow
-def test_against_mirrored_on_the_real_pipeline():
+def test_seeded_and_not_against_mirrored_on_the_real_pipeline():
     result = throughput(*TINY, '--variable_update', 'replicated', '--compare_mirrored',
-                        '--dataset_name', 'digits')
+                        '--dataset_name', 'digits', '--seed', 'off,on')
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report['data'] == 'digits'
-    assert list(report['setups']) == ['replicated float32', 'MirroredStrategy float32']
+    assert {name: setup['seed'] for name, setup in report['setups'].items()} == {
+        'replicated float32': False, 'replicated float32 seed': True,
+        'MirroredStrategy float32': False}
     for setup in report['setups'].values():
         check_setup(setup, rounds=2)
-    assert list(report['ratios']) == ['replicated float32 / MirroredStrategy float32']
+    assert list(report['ratios']) == ['replicated float32 / MirroredStrategy float32',
+                                      'replicated float32 seed / MirroredStrategy float32',
+                                      'replicated float32 seed / replicated float32']
 
 
 @pytest.mark.slow

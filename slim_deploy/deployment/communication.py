@@ -105,6 +105,7 @@ _ACCUMULATOR_TAKES = frozenset({'AccumulatorTakeGradient', 'ResourceAccumulatorT
 # The all-reduces step_traffic counts: deploy()'s, MultiWorkerMirroredStrategy's.
 _ALL_REDUCES = frozenset({'CollectiveReduce', 'CollectiveReduceV2'})
 _DEQUEUES = frozenset({'QueueDequeue', 'QueueDequeueV2'})
+_DEQUEUE_MANYS = frozenset({'QueueDequeueMany', 'QueueDequeueManyV2'})
 _ENQUEUES = frozenset({'QueueEnqueue', 'QueueEnqueueV2', 'QueueEnqueueMany',
                        'QueueEnqueueManyV2'})
 
@@ -544,12 +545,19 @@ def _dependencies(op):
 
 def _synchronous(graph, step, workers):
     """Whether `step` pushes its gradients into accumulators that an update takes `workers`
-    gradients from, then waits for a token queued after that update
-    (tf.train.SyncReplicasOptimizer's protocol): its workers step in lockstep."""
+    gradients from (tf.train.SyncReplicasOptimizer's protocol), or into queues of its own
+    that an update takes from (ordered_sync's), then waits for a token queued after that
+    update: its workers step in lockstep."""
     accumulators = {op.inputs[0].op for op in step if op.type in _ACCUMULATOR_APPLIES}
     queues = {op.inputs[0].op for op in step if op.type in _DEQUEUES}
-    if not accumulators or not queues:
+    if not queues:
         return False
+    if not accumulators:
+        pushed = {op.inputs[0].op for op in step if op.type in _ENQUEUES}
+        takes = {op for op in graph.get_operations()
+                 if op.type in _DEQUEUE_MANYS and op.inputs[0].op in pushed}
+        return bool(takes) and any(takes <= needed_ops([op]) for op in graph.get_operations()
+                                   if op.type in _ENQUEUES and op.inputs[0].op in queues)
     takes = [op for op in graph.get_operations()
              if op.type in _ACCUMULATOR_TAKES and op.inputs[0].op in accumulators]
     if ({op.inputs[0].op for op in takes} != accumulators or

@@ -16,7 +16,7 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment import all_reduce
+from slim_deploy.deployment import all_reduce, ordered_sync
 from slim_deploy.deployment import precision as precision_lib
 from slim_deploy.deployment.errors import Interrupted, UsageError
 
@@ -437,12 +437,8 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         self._release_op = optimizer.get_init_tokens_op(
             max(self._num_replicas, self._replicas_to_aggregate))
         self._aggregate_op = optimizer.get_chief_queue_runner().enqueue_ops[0]
-        # How many tokens each enqueue_many op queues, as the optimizer built them.
-        self._init_tokens = _tokens_enqueued(init_tokens_op)
-        self._tokens_per_update = _tokens_enqueued(self._aggregate_op)
-        token_queue = self._aggregate_op.inputs[0]
-        with tf.device(token_queue.device):
-            self._tokens_left = tf.raw_ops.QueueSizeV2(handle=token_queue)
+        self._tokens_left, self._tokens_per_update, self._init_tokens = _token_counts(
+            optimizer, init_tokens_op, self._aggregate_op)
 
     def after_create_session(self, session, coord):
         self._session = session
@@ -488,9 +484,17 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         session.run(self._release_op)
 
 
-def _tokens_enqueued(enqueue_many_op):
-    """The number of tokens a token-queue enqueue_many op adds: its input's static length."""
-    return enqueue_many_op.inputs[1].shape[0]
+def _token_counts(optimizer, init_tokens_op, aggregate_op):
+    """(the tokens queued and not yet taken, a scalar tensor; the tokens an update queues;
+    those the start queues) of a SyncReplicasOptimizer whose start and update ops are
+    `init_tokens_op` and `aggregate_op`."""
+    if isinstance(optimizer, ordered_sync.OrderedSyncReplicasOptimizer):
+        return optimizer.tokens_left, optimizer.tokens_per_update, optimizer.initial_tokens
+    token_queue = aggregate_op.inputs[0]
+    with tf.device(token_queue.device):
+        tokens_left = tf.raw_ops.QueueSizeV2(handle=token_queue)
+    # Each enqueue_many op queues its input's static length.
+    return tokens_left, aggregate_op.inputs[1].shape[0], init_tokens_op.inputs[1].shape[0]
 
 
 def clone_devices(num_clones, clone_on_cpu):

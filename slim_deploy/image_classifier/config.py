@@ -472,6 +472,12 @@ class TrainConfig(_RunConfig):
         if flag and self.devices.clone_on_cpu and self.devices.num_clones > 1:
             raise UsageError(f'{flag} all-reduces between clones on distinct devices, but '
                              f'--clone_on_cpu puts all {self.devices.num_clones} on CPU:0')
+        if (self.seed is not None and run.sync_replicas and
+                run.replicas_to_aggregate != run.worker_replicas):
+            raise UsageError(f'--seed with --sync_replicas needs --replicas_to_aggregate equal '
+                             f'to --worker_replicas={run.worker_replicas}, got '
+                             f'{run.replicas_to_aggregate}: an update of fewer workers\' '
+                             'gradients takes those that arrive first')
         if PRECISIONS[self.devices.precision].loss_scaling and run.sync_replicas:
             raise UsageError(f'--precision={self.devices.precision} and --sync_replicas are '
                              'exclusive: the chief applies the aggregated gradients, which '

@@ -12,7 +12,7 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from slim_deploy.deployment import (all_reduce, checkpoints, cluster, fileio, model_deploy,
-                                    optimization, training)
+                                    optimization, ordered_sync, training)
 from slim_deploy.deployment.errors import UsageError
 from slim_deploy.image_classifier import parts, runs
 
@@ -61,7 +61,11 @@ def train(config):
                      if config.optimization.gradient_accumulation_steps > 1 else '',
                      _learning_rate_story(config, warmup_steps))
         if run.is_chief:
+            found = runs.find(config.train_dir)  # Before this run's record replaces it.
             init_fn = _init_fn(config)
+            resized = _resized(config, found)
+            if resized:
+                logging.info(resized)
             runs.write(config, placement=graph.plan.splitlines(),
                        examples_per_step=config.examples_per_step,
                        learning_rate=config.scaled_learning_rate, warmup_steps=warmup_steps,
@@ -144,9 +148,14 @@ def _build(config, model, deployment, warmup_steps):
                                            optimizing.params)
         micro_batches = optimizing.gradient_accumulation_steps
         if run.sync_replicas:  # It accumulates: every micro-batch of every replica is pushed.
-            optimizer = tf.train.SyncReplicasOptimizer(
-                optimizer, replicas_to_aggregate=_sync_gradients_per_update(config),
-                total_num_replicas=run.worker_replicas)
+            if deployment.seed is None:
+                optimizer = tf.train.SyncReplicasOptimizer(
+                    optimizer, replicas_to_aggregate=_sync_gradients_per_update(config),
+                    total_num_replicas=run.worker_replicas)
+            else:  # Seeded: updates that do not depend on the order gradients arrive in.
+                optimizer = ordered_sync.OrderedSyncReplicasOptimizer(
+                    optimizer, replicas_to_aggregate=_sync_gradients_per_update(config),
+                    total_num_replicas=run.worker_replicas, replica_id=run.task)
             micro_batches = 1
 
     def var_list():
@@ -204,6 +213,26 @@ def _learning_rate_story(config, warmup_steps):
         story += (f', reached after a warmup of {warmup_steps} steps from '
                   f'{optimizing.warmup_learning_rate:g}')
     return story
+
+
+def _resized(config, found):
+    """The line saying how the run resuming in config.train_dir changed its number of workers
+    since the run that wrote `found` (runs.find's (path, record); None: no record), and with
+    it the global batch and the learning rate scaled by it; None when the train_dir has no
+    checkpoint to resume (after _init_fn) or the number is the same."""
+    if found is None or not tf.train.latest_checkpoint(config.train_dir):
+        return None
+    record = found[1]
+    before, now = record['flags'].get('worker_replicas'), config.cluster.worker_replicas
+    if before is None or before == now:
+        return None
+    line = (f'Resized: {now} workers where the checkpoint\'s run had {before}; the global '
+            f'batch is {config.examples_per_step} examples per step (was '
+            f'{record["examples_per_step"]})')
+    if record['learning_rate'] != config.scaled_learning_rate:
+        line += (f', the learning rate {config.scaled_learning_rate:g} (was '
+                 f'{record["learning_rate"]:g})')
+    return line
 
 
 def _init_fn(config):
