@@ -74,13 +74,19 @@ SHAPES = {
 }
 
 
-def generate(capsys, *options, command=COMMAND):
-    """The manifest `launch_cluster --jobset NAME --image IMAGE OPTIONS -- COMMAND` prints,
+def printed(capsys, *options, command=COMMAND):
+    """The manifests `launch_cluster --jobset NAME --image IMAGE OPTIONS -- COMMAND` prints,
     parsed."""
     assert launch.main([f'--jobset={NAME}', f'--image={IMAGE}', *options, '--', *command]) == 0
     out, err = capsys.readouterr()
     assert err == ''
-    return yaml.safe_load(out)
+    return list(yaml.safe_load_all(out))
+
+
+def generate(capsys, *options, command=COMMAND):
+    """The JobSet `launch_cluster --jobset NAME --image IMAGE OPTIONS -- COMMAND` prints
+    first, parsed."""
+    return printed(capsys, *options, command=command)[0]
 
 
 @dataclasses.dataclass
@@ -236,7 +242,32 @@ def test_printing_a_manifest_imports_no_tensorflow():
                "print(code, 'tensorflow' in sys.modules, file=sys.stderr)\n")
     result = run([sys.executable, '-c', program], cwd=REPO, timeout=60)
     assert result.stderr == '0 False\n'
-    assert yaml.safe_load(result.stdout)['kind'] == 'JobSet'
+    assert [spec['kind'] for spec in yaml.safe_load_all(result.stdout)] == [
+        'JobSet', 'NetworkPolicy']
+
+
+@pytest.mark.parametrize('options, port', [([], 2222), (['--port=3333'], 3333)])
+def test_a_network_policy_admits_only_the_jobsets_pods_to_the_task_port(capsys, options,
+                                                                         port):
+    _, policy = printed(capsys, '--num_ps_tasks=1', '--worker_replicas=2', *options)
+    model = CLIENT.deserialize(json.dumps(policy), 'V1NetworkPolicy', 'application/json')
+    assert CLIENT.sanitize_for_serialization(model) == policy  # Every field is Kubernetes'.
+    assert (policy['apiVersion'], policy['kind']) == ('networking.k8s.io/v1', 'NetworkPolicy')
+    assert policy['metadata']['name'] == NAME
+    spec = model.spec
+    jobset_pods = {'jobset.sigs.k8s.io/jobset-name': NAME}  # JobSet labels its pods so.
+    assert spec.pod_selector.match_labels == jobset_pods
+    assert not spec.pod_selector.match_expressions
+    assert spec.policy_types == ['Ingress']  # Nothing else may reach them.
+    (rule,) = spec.ingress
+    assert [(peer.pod_selector.match_labels, peer.namespace_selector, peer.ip_block)
+            for peer in rule._from] == [(jobset_pods, None, None)]
+    assert [(p.protocol, p.port, p.end_port) for p in rule.ports] == [('TCP', port, None)]
+
+
+def test_no_network_policy_prints_the_jobset_alone(capsys):
+    specs = printed(capsys, '--num_ps_tasks=1', '--worker_replicas=2', '--no_network_policy')
+    assert [spec['kind'] for spec in specs] == ['JobSet']
 
 
 def test_volumes_are_mounted_where_files_are_read_and_ports_where_tasks_serve(capsys):
@@ -345,6 +376,7 @@ NO_HOSTS = ('--jobset excludes --emulated_hosts, --bind and --link_bandwidth: Ku
     (['--chief'], '--chief needs --jobset'),
     (['--volume=train:/train'], '--volume needs --jobset'),
     (['--port=3333'], '--port needs --jobset'),
+    (['--no_network_policy'], '--no_network_policy needs --jobset'),
     (['--jobset=j', '--image=i', '--emulated_hosts'], NO_HOSTS),
     (['--jobset=j', '--image=i', '--bind=0.0.0.0'], NO_HOSTS),
     (['--jobset=j', '--image=i', '--link_bandwidth=1gbit'], NO_HOSTS),

@@ -77,7 +77,7 @@ class EmulatedHosts:
                       dict.fromkeys(names, bandwidth) if bandwidth else {})
         _check_names(names, domain, bandwidths)
         check(bandwidth=bool(bandwidths))
-        self._owner_pid = os.getpid()
+        self._owner_pid, self._started = os.getpid(), []  # _started: popen()'s Popens.
         with _locked():
             subnet = _free_subnet()
             self.prefix = f'{PREFIX}{_process_token(os.getpid())}-{subnet}'
@@ -103,7 +103,7 @@ class EmulatedHosts:
             raise EmulatedHostsError(f'no emulated hosts {prefix!r} (see `python -m '
                                      'slim_deploy.deployment.emulated_hosts list`)')
         self = cls.__new__(cls)
-        self.prefix, self._owner_pid, self.hosts = prefix, None, {}
+        self.prefix, self._owner_pid, self.hosts, self._started = prefix, None, {}, []
         with open(readable[0]) as f:
             for line in f.read()[len(_HOSTS_HEADER):].splitlines():
                 address, fqdn, name = line.split()
@@ -135,8 +135,11 @@ class EmulatedHosts:
         return ['ip', 'netns', 'exec', self[name].namespace, *argv]
 
     def popen(self, name, argv, **kwargs):
-        """subprocess.Popen of `argv` on host `name` (kwargs: Popen's)."""
-        return subprocess.Popen(self.command(name, argv), **kwargs)
+        """subprocess.Popen of `argv` on host `name` (kwargs: Popen's); remove() kills it
+        even if it has not entered the host's namespace yet."""
+        process = subprocess.Popen(self.command(name, argv), **kwargs)
+        self._started.append(process)
+        return process
 
     def run(self, name, argv, **kwargs):
         """subprocess.run of `argv` on host `name` (kwargs: run's)."""
@@ -156,7 +159,8 @@ class EmulatedHosts:
         links and /etc/netns files; does nothing the second time."""
         if self in _owned:
             _owned.remove(self)
-        _remove_instance(self.prefix)
+        # Those not yet reaped: a reaped one's pid may be another process's now.
+        _remove_instance(self.prefix, [p.pid for p in self._started if p.poll() is None])
 
     def _create(self, bandwidths):
         _ip('netns', 'add', self.switch, needs='network namespaces (CONFIG_NET_NS)')
@@ -310,13 +314,14 @@ def _locked():
         yield
 
 
-def _remove_instance(prefix):
-    """Kills the processes in the instance's namespaces, deletes them (which destroys
-    their links) and their /etc/netns directories."""
+def _remove_instance(prefix, started=()):
+    """Kills the processes in the instance's namespaces and those of pids `started` (what
+    its popen() started, which may not have entered its namespace yet), deletes the
+    namespaces (which destroys their links) and their /etc/netns directories."""
     namespaces = [name for name in _namespaces() if _instance_of(name) == prefix]
     namespaces.sort(key=len, reverse=True)  # The hosts first, then the switch.
-    pids = [int(pid) for name in namespaces for pid in subprocess.run(
-        ['ip', 'netns', 'pids', name], capture_output=True, text=True).stdout.split()]
+    pids = [*started, *(int(pid) for name in namespaces for pid in subprocess.run(
+        ['ip', 'netns', 'pids', name], capture_output=True, text=True).stdout.split())]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -4,7 +4,7 @@ running a training cluster: what `launch_cluster --jobset NAME` prints.
     spec = manifest('lenet', 'registry.example/slim:1', ['train_image_classifier', ...],
                     num_ps_tasks=1, worker_replicas=2, evaluator=True,
                     volumes=['train-claim:/train'])
-    print(to_yaml(spec))
+    print(to_yaml(spec, network_policy('lenet')))
 
 Each job of the cluster (ps, chief, worker, evaluator: task_counts) is a replicated job
 holding one Indexed Job whose pods are its tasks. With spec.network.enableDNSHostnames, task
@@ -27,6 +27,12 @@ What happens, as with the local launcher (launch.py):
   max_restarts times (spec.failurePolicy): every pod is recreated, and the chief resumes
   from its last checkpoint in --train_dir, which must outlive the pods (a persistent
   volume: `volumes`).
+
+TensorFlow's gRPC servers have no authentication: any client that reaches a task's port can
+read and write its variables and run ops there. network_policy(NAME) is the NetworkPolicy
+that admits traffic to the JobSet's pods only on the task port and only from pods of the same
+JobSet (JobSet labels every pod jobset.sigs.k8s.io/jobset-name=NAME); it takes effect only
+where the cluster's network plugin enforces NetworkPolicy.
 Imports no TensorFlow.
 """
 import re
@@ -36,6 +42,7 @@ import yaml
 from slim_deploy.deployment.errors import UsageError
 
 API_VERSION = 'jobset.x-k8s.io/v1alpha2'
+JOBSET_NAME_LABEL = 'jobset.sigs.k8s.io/jobset-name'  # JobSet's label on each of its pods.
 CONTAINER = 'trainer'  # The container of every pod.
 PORT = 2222  # Every task's default port: TensorFlow's conventional one.
 HOST_FLAGS = {'ps': '--ps_hosts', 'chief': '--chief_host', 'worker': '--worker_hosts'}
@@ -103,9 +110,26 @@ def manifest(name, image, command, num_ps_tasks, worker_replicas, chief=False,
     }
 
 
-def to_yaml(spec):
-    """`spec` (a manifest) as a YAML document, keys in the manifest's order."""
-    return yaml.safe_dump(spec, sort_keys=False)
+def network_policy(name, port=PORT):
+    """The NetworkPolicy (a dict, as its YAML reads) named `name` that admits traffic to the
+    pods of JobSet `name` only from pods of the same JobSet, only to TCP `port`."""
+    def pods():  # A selector of the JobSet's pods (a new dict each: no YAML anchors).
+        return {'matchLabels': {JOBSET_NAME_LABEL: name}}
+
+    return {
+        'apiVersion': 'networking.k8s.io/v1',
+        'kind': 'NetworkPolicy',
+        'metadata': {'name': name, 'labels': {'app.kubernetes.io/name': 'slim-deploy',
+                                              'app.kubernetes.io/instance': name}},
+        'spec': {'podSelector': pods(), 'policyTypes': ['Ingress'],
+                 'ingress': [{'from': [{'podSelector': pods()}],
+                              'ports': [{'protocol': 'TCP', 'port': port}]}]},
+    }
+
+
+def to_yaml(*specs):
+    """`specs` (manifests) as YAML documents, keys in each manifest's order."""
+    return yaml.safe_dump_all(specs, sort_keys=False)
 
 
 def _replicated_job(job, tasks, image, argv, labels, claims, port):

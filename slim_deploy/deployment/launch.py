@@ -5,11 +5,13 @@
         [--link_bandwidth RATE]] -- COMMAND [ARGS...]
     python -m slim_deploy.deployment.launch --jobset NAME --image IMAGE --num_ps_tasks P
         --worker_replicas W [--chief] [--sync_replicas] [--evaluator] [--max_restarts N]
-        [--volume CLAIM:MOUNT_PATH ...] [--port PORT] -- COMMAND [ARGS...]
+        [--volume CLAIM:MOUNT_PATH ...] [--port PORT] [--no_network_policy] -- COMMAND [ARGS...]
 
 (installed as the console command `launch_cluster` too). The second form starts nothing: it
 prints a Kubernetes JobSet (YAML) that runs the same cluster, one pod per task, in container
-image IMAGE (jobset.manifest says what it does; `kubectl apply -f -` submits it). There,
+image IMAGE (jobset.manifest says what it does), followed by a NetworkPolicy that admits
+traffic to the tasks' port only from the JobSet's own pods (jobset.network_policy; not with
+--no_network_policy); `kubectl apply -f -` submits them. There,
 W counts every training replica: with --chief, replica 0 (the chief) gets a job of its own
 and the 'worker' job the W-1 others; the task's flags name the cluster instead of TF_CONFIG
 (jobset.cluster_flags); --max_restarts counts restarts of the whole JobSet.
@@ -75,7 +77,7 @@ LOCALHOST = '127.0.0.1'
 HOSTS_DOMAIN = 'cluster'  # Of the emulated hosts: ps-0.cluster, worker-0.cluster, ...
 PORT = 2222  # Every task's port on its emulated host.
 USAGE_EXIT_CODE = UsageError.exit_code  # A user's mistake: a restart would repeat it.
-JOBSET_ONLY = ('image', 'chief', 'volume', 'port')  # Options that need --jobset.
+JOBSET_ONLY = ('image', 'chief', 'volume', 'port', 'no_network_policy')  # Need --jobset.
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,7 +90,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser():
     parser = _Parser(
         usage='%(prog)s [--jobset NAME --image IMAGE [--chief] [--volume CLAIM:MOUNT_PATH] '
-              '[--port PORT]] --num_ps_tasks P --worker_replicas W [--sync_replicas] '
+              '[--port PORT] [--no_network_policy]] --num_ps_tasks P --worker_replicas W '
+              '[--sync_replicas] '
               '[--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts '
               '[--link_bandwidth RATE]] -- COMMAND [ARGS...]',
         description='Runs P ps and W worker tasks of COMMAND on this machine, each as '
@@ -128,6 +131,9 @@ def _parser():
                              'must be on one for restarts to resume')
     parser.add_argument('--port', type=int, metavar='PORT',
                         help=f'with --jobset: the port of every task (default {jobset.PORT})')
+    parser.add_argument('--no_network_policy', action='store_true',
+                        help='with --jobset: leave out the NetworkPolicy that admits traffic to '
+                             "the tasks' port only from the JobSet's own pods")
     return parser
 
 
@@ -368,10 +374,10 @@ def main(argv):
         if args.sync_replicas:
             argv.append('--sync_replicas')
         if args.jobset is not None:
+            port = jobset.PORT if args.port is None else args.port
             spec = jobset.manifest(
                 args.jobset, args.image, argv, args.num_ps_tasks, args.worker_replicas,
-                args.chief, args.evaluator, args.max_restarts, args.volume,
-                jobset.PORT if args.port is None else args.port)
+                args.chief, args.evaluator, args.max_restarts, args.volume, port)
         elif not args.emulated_hosts:
             try:
                 cluster = cluster_spec(args.bind, args.num_ps_tasks, args.worker_replicas)
@@ -381,7 +387,8 @@ def main(argv):
         print(f'{prog}: error: {e}', file=sys.stderr)
         return 2
     if args.jobset is not None:
-        print(jobset.to_yaml(spec), end='')
+        policy = [] if args.no_network_policy else [jobset.network_policy(args.jobset, port)]
+        print(jobset.to_yaml(spec, *policy), end='')
         return 0
     if args.bind != LOCALHOST:
         print(f'{prog}: warning: --bind {args.bind}: TensorFlow\'s gRPC servers accept any '
