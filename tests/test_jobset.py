@@ -3,6 +3,7 @@ JobSet API or the official Kubernetes client's models define, the tasks' host fl
 pods as JobSet names them, every pod resolves its own task from JOB_COMPLETION_INDEX, bad
 input is one line, and the pods of a manifest, run on emulated hosts as Kubernetes would run
 them, train to the last step and evaluate it."""
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,6 +19,7 @@ import kubernetes.client
 import pytest
 import yaml
 
+import images
 from helpers import ENV, REPO, TRAIN, checkpoint_step, evaluations, run, tf_config
 from slim_deploy.deployment import emulated_hosts, launch
 from slim_deploy.deployment.errors import UsageError
@@ -423,25 +425,30 @@ class Pod:
     mounts: list
 
 
-def pods(manifest):
+def pods(manifest, image=None):
     """The pods of `manifest`'s replicated jobs, each as Kubernetes runs it: the container's
-    command (its executable found on the image's PATH: this venv's console scripts), the
-    image's environment (helpers.ENV, a user's shell) with the container's env and
-    JOB_COMPLETION_INDEX (Indexed Jobs) and the host name JobSet gives it."""
+    command, the image's environment with the container's env and JOB_COMPLETION_INDEX
+    (Indexed Jobs), and the host name JobSet gives it. The image: `image` (an
+    images.ImageRoot, whose command() finds the executable on its PATH), or None for this
+    checkout (this venv's console scripts; helpers.ENV, a user's shell)."""
     path = os.pathsep.join([os.path.dirname(sys.executable), ENV['PATH']])
+    base = image.env if image else {**ENV, 'PATH': path}
     for job in manifest['spec']['replicatedJobs']:
         template = job['template']['spec']
         (container,) = template['template']['spec']['containers']
         assert 'args' not in container  # The whole command line is the command.
-        executable = shutil.which(container['command'][0], path=path)
-        assert executable, container['command'][0]
+        argv = container['command']
+        if image is None:
+            executable = shutil.which(argv[0], path=path)
+            assert executable, argv[0]
+            argv = [executable, *argv[1:]]
         for job_index in range(job['replicas']):
             for pod_index in range(template['completions']):
                 host = f'{manifest["metadata"]["name"]}-{job["name"]}-{job_index}-{pod_index}'
-                env = {**ENV, 'PATH': path, 'HOSTNAME': host,
+                env = {**base, 'HOSTNAME': host,
                        **{variable['name']: variable['value'] for variable in container['env']},
                        'JOB_COMPLETION_INDEX': str(pod_index)}
-                yield Pod(host, job['name'], [executable, *container['command'][1:]], env,
+                yield Pod(host, job['name'], image.command(argv) if image else argv, env,
                           [mount['mountPath'] for mount in container.get('volumeMounts', [])])
 
 
@@ -457,16 +464,38 @@ def wait(processes, deadline, logs):
 
 
 @pytest.mark.cluster
-def test_rehearsal_of_a_manifest_on_emulated_hosts(capsys, digits_dir, tmp_path):
+@pytest.mark.parametrize('runtime', ['checkout', pytest.param('image', marks=pytest.mark.slow)])
+def test_rehearsal_of_a_manifest_on_emulated_hosts(capsys, digits_dir, tmp_path, runtime):
+    """Each pod's command and environment, on an emulated host of its pod's name: run by this
+    checkout, or in the Containerfile's image (images.build) as its user."""
     volume = tmp_path / 'volume'
     train_dir = volume / 'lenet'
+    if runtime == 'image':
+        images.build()
     manifest = generate(
         capsys, '--num_ps_tasks=1', '--worker_replicas=2', '--evaluator',
         f'--volume=train:{volume}', f'--volume=digits:{digits_dir}',
         command=['train_image_classifier', f'--train_dir={train_dir}',
                  f'--dataset_dir={digits_dir}', '--num_clones=1', '--batch_size=16',
                  f'--max_number_of_steps={LAST_STEP}', '--save_interval_secs=1'])
-    every_pod = list(pods(manifest))
+    volume.mkdir()
+    with (images.image_root([str(volume), digits_dir]) if runtime == 'image'
+          else contextlib.nullcontext()) as image:
+        if image:  # The volumes, as the image's user sees them.
+            os.chown(volume, image.uid, image.gid)
+            for directory, _, _ in os.walk(digits_dir):
+                os.chmod(directory, 0o755)
+        rehearse(manifest, list(pods(manifest, image)), image, volume, digits_dir, tmp_path)
+    assert checkpoint_step(train_dir) == LAST_STEP
+    evaluated = evaluations(train_dir)
+    assert evaluated[-1]['global_step'] == LAST_STEP
+    assert evaluated[-1]['checkpoint'] == f'{train_dir}/model.ckpt-{LAST_STEP}'
+
+
+def rehearse(manifest, every_pod, image, volume, digits_dir, tmp_path):
+    """Runs `every_pod` of `manifest` on emulated hosts as Kubernetes would, in `image` (an
+    images.ImageRoot; None: this checkout): until the success policy is met, then the other
+    pods are stopped; every pod must exit 0."""
     assert [pod.host for pod in every_pod] == [
         f'{NAME}-ps-0-0', f'{NAME}-worker-0-0', f'{NAME}-worker-0-1', f'{NAME}-evaluator-0-0']
     for pod in every_pod:  # What the chief, workers and evaluator read and write is mounted.
@@ -479,6 +508,10 @@ def test_rehearsal_of_a_manifest_on_emulated_hosts(capsys, digits_dir, tmp_path)
         with emulated_hosts.EmulatedHosts(
                 [pod.host for pod in every_pod],
                 domain=manifest['spec']['network']['subdomain']) as hosts:
+            if image:  # The hosts' names, as the cluster's DNS gives them to every pod.
+                shutil.copy(os.path.join(emulated_hosts.ETC_NETNS,
+                                         hosts[every_pod[0].host].namespace, 'hosts'),
+                            os.path.join(image.root, 'etc/hosts'))
             for pod in every_pod:
                 with open(logs[pod.host], 'w') as log:
                     processes[pod.host] = hosts.popen(pod.host, pod.argv, env=pod.env, cwd='/',
@@ -502,7 +535,3 @@ def test_rehearsal_of_a_manifest_on_emulated_hosts(capsys, digits_dir, tmp_path)
                 process.kill()
                 process.wait()
     assert emulated_hosts.instances() == before
-    assert checkpoint_step(train_dir) == LAST_STEP
-    evaluated = evaluations(train_dir)
-    assert evaluated[-1]['global_step'] == LAST_STEP
-    assert evaluated[-1]['checkpoint'] == f'{train_dir}/model.ckpt-{LAST_STEP}'
