@@ -80,7 +80,7 @@ class OrderedSyncReplicasOptimizer(tf.train.SyncReplicasOptimizer):
                 aggregate = tf.group(*[queue.enqueue_many(tf.fill([per_worker], step))
                                        for queue in self._tokens])
             self._chief_queue_runner = tf.train.QueueRunner(self._tokens[0], [aggregate])
-            self._tokens_left, self._tokens_per_update = tokens_left, workers * per_worker
+            self._tokens_left = tokens_left
             self._gradients_applied = True
             self.local_step_init_op = tf.no_op()
             self.chief_init_op = tf.no_op()
@@ -111,4 +111,4 @@ class OrderedSyncReplicasOptimizer(tf.train.SyncReplicasOptimizer):
     @property
     def tokens_per_update(self):
         """Tokens an update queues: K per worker."""
-        return self._tokens_per_update
+        return self._total_num_replicas * self._per_worker
