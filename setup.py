@@ -44,10 +44,10 @@ setup(
     cmdclass={'build_py': BuildPyWithPth},
     entry_points={'console_scripts': [
         *(f'{script} = slim_deploy.{script}:run' for script in ENTRY_SCRIPTS),
-        'launch_cluster = slim_deploy.deployment.launch:run',
+        'launch_cluster = slim_deploy.cluster.launch:run',
     ]},
     install_requires=[
-        # slim_deploy/deployment/compat.py patches TensorFlow's private modules and is tested on
+        # slim_deploy/common/compat.py patches TensorFlow's private modules and is tested on
         # 2.16 to 2.21: raise the bound (and compat's NEWEST_TESTED) only after testing a newer
         # one. tf-keras pins the TensorFlow minor version it was built for, so pip picks a
         # matching pair; slim.batch_norm needs its legacy layers.
@@ -59,9 +59,9 @@ setup(
         'pyyaml',  # `launch_cluster --jobset` prints a Kubernetes manifest as YAML.
     ],
     extras_require={
-        # tests/test_tensorboard.py reads the event files; tests/test_jobset.py checks pod
-        # templates against the official Kubernetes client's models (from 37 on, its
-        # ApiClient.deserialize takes JSON text).
+        # tests/image_classifier/test_tensorboard.py reads the event files;
+        # tests/cluster/test_jobset.py checks pod templates against the official Kubernetes
+        # client's models (from 37 on, its ApiClient.deserialize takes JSON text).
         'test': ['pytest', TENSORBOARD, 'kubernetes>=37'],
         'tensorboard': [TENSORBOARD],
         # The manual (docs/): Sphinx with Markdown pages (MyST) and the furo theme.

@@ -1,12 +1,12 @@
 """Kills tasks of a training cluster at random steps and checks that the job survives.
 
-    python benchmarks/fault_injection.py [--kills 5] [--seed 0] [--max_number_of_steps 1000]
+    python -m benchmarks.fault_injection [--kills 5] [--seed 0] [--max_number_of_steps 1000]
         [--num_ps_tasks 1] [--worker_replicas 2] [--max_restarts N] [--signals SIGKILL,SIGTERM]
         [--emulated_hosts [--partitions N] [--task_timeout_secs 20]]
         [--plan TASK[@FAULT],...] [--train_dir DIR] [--dataset_dir DIR] [--min_accuracy 0.9]
         [--time_limit_secs 900] [--json] [--verbose] [--keep] [-- TRAINING FLAGS...]
 
-It runs `python -m slim_deploy.deployment.launch --num_ps_tasks P --worker_replicas W --max_restarts
+It runs `python -m slim_deploy.cluster.launch --num_ps_tasks P --worker_replicas W --max_restarts
 N` on train_image_classifier.py (lenet on the embedded digits, converted into a temporary
 directory unless --dataset_dir is given, one clone per worker, a checkpoint every
 --save_interval_secs=2 so that a lost ps task costs little), reads the launcher's output as
@@ -34,7 +34,7 @@ work directory, with the launcher's output in launch.log, is then kept); 2 for b
 arguments.
 
 With --emulated_hosts the launcher runs each task on an emulated host of its own
-(slim_deploy.deployment.emulated_hosts; needs root), and --partitions N adds N partitions to the
+(slim_deploy.cluster.emulated_hosts; needs root), and --partitions N adds N partitions to the
 kills (with the same seeded choice of tasks and steps, the kinds in random order): the task's host
 is cut off (no reset: its packets vanish) for a random time, either shorter (0.2-0.7 x) or
 longer (1.5-2.5 x) than --task_timeout_secs, then healed. A short one must heal with no
@@ -56,11 +56,12 @@ import sys
 import tempfile
 import time
 
-import harness  # benchmarks/harness.py
-from faults import PARTITION, Injector, kill_plan, kill_window, plan_list, signal_list
-from harness import at_least
+from benchmarks import harness
+from benchmarks.faults import (PARTITION, Injector, kill_plan, kill_window, plan_list,
+                               signal_list)
+from benchmarks.harness import at_least
 
-PROG = os.path.basename(__file__)
+PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 
 
 def say(text):
@@ -70,7 +71,7 @@ def say(text):
 # ---- The run ----
 
 def launcher_options(args):
-    """The options of slim_deploy.deployment.launch for the run."""
+    """The options of slim_deploy.cluster.launch for the run."""
     return [f'--num_ps_tasks={args.num_ps_tasks}', f'--worker_replicas={args.worker_replicas}',
             f'--max_restarts={args.max_restarts}',
             *(['--emulated_hosts'] if args.emulated_hosts else [])]
@@ -88,8 +89,8 @@ def training_flags(args, train_dir, dataset_dir):
 
 def prepare_digits(directory):
     """Converts the embedded digits into `directory`; returns it."""
-    from slim_deploy.image_classifier import quiet
-    quiet.start()  # Before TensorFlow is imported.
+    from slim_deploy.image_classifier import verbosity
+    verbosity.start()  # Before TensorFlow is imported.
     from slim_deploy.datasets import digits
     return digits.prepare(directory)
 
@@ -224,9 +225,9 @@ def report(summary):
 def parse_args(argv):
     split = argv.index('--') if '--' in argv else len(argv)
     parser = argparse.ArgumentParser(
-        usage='%(prog)s [options] [-- TRAINING FLAGS...]',
+        prog=PROG, usage='%(prog)s [options] [-- TRAINING FLAGS...]',
         description=__doc__.splitlines()[0] + ' Flags after "--" go to '
-                    'train_image_classifier.py.')
+        'train_image_classifier.py.')
     parser.add_argument('--num_ps_tasks', metavar='P', type=at_least(1), default=1,
                         help='ps tasks (default 1)')
     parser.add_argument('--worker_replicas', metavar='W', type=at_least(1), default=2,

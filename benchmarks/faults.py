@@ -13,8 +13,8 @@ import re
 import signal
 import time
 
-from slim_deploy.deployment import launch
-from harness import BenchmarkError
+from slim_deploy.cluster import launch
+from benchmarks.harness import BenchmarkError
 
 SIGNALS = {'SIGKILL': signal.SIGKILL, 'SIGTERM': signal.SIGTERM}
 PARTITION = 'PARTITION'  # The fault that cuts a task's host off, in --plan and the summary.
@@ -155,7 +155,7 @@ class Injector:
         self.say(f'kill {len(self.kills)}: {name} to {task} (pid {pid}) at global step {job.step}')
 
     def _partition(self, target, task):
-        host = launch.host_name(task)
+        host = launch.emulated_host(task)
         seconds = partition_secs(self._partition_timeout, self._rng)
         self.job.hosts.partition(host)
         self._heal = (time.monotonic() + seconds, host)

@@ -1,46 +1,49 @@
 """What the benchmark scripts share: the processes they start and watch (on this machine or on
 emulated hosts), rounds of measurements and their statistics, and the command line.
-Standard library and TensorFlow-free project modules only. The scripts run as scripts and
-import it from their own directory (`import harness`).
+Standard library and TensorFlow-free project modules only. The scripts run as modules of the
+benchmarks package (`python -m benchmarks.throughput`) and import it as
+`from benchmarks import harness`.
 
 Role processes: a benchmark whose measured work runs in processes of its own starts its own
-script again as a role, and drives each such process by JSON lines, a command per line on
+module again as a role, and drives each such process by JSON lines, a command per line on
 its stdin and a reply per line on its stdout:
 
     processes = Processes(directory, timeout_secs, hosts=None)
-    worker = processes.start(name, role_command(__file__, role, args, OPTIONS), env, host)
+    worker = processes.start(name, role_command(__spec__.name, role, args, OPTIONS), env, host)
     (ready,) = processes.collect([worker], 'start')      # each one's next reply
     worker.send(steps=10)
     processes.close()                                    # in a finally: ends them all
 
   Processes(directory, timeout_secs, hosts): every process the benchmark starts, each
     one's stderr in a file of `directory`; hosts: the
-    slim_deploy.deployment.emulated_hosts.EmulatedHosts that start(host=...) runs on (None: this
+    slim_deploy.cluster.emulated_hosts.EmulatedHosts that start(host=...) runs on (None: this
     machine only).
   start(name, argv, env=None, host=None) -> Process: argv in the environment() plus `env`
-    (a dict), on emulated host `host` of `hosts` (None: this machine); `name` names it in
+    (a dict), with REPO first on its PYTHONPATH (the benchmarks package found from any
+    directory), on emulated host `host` of `hosts` (None: this machine); `name` names it in
     errors. Process.send(**command) writes one command.
   collect(processes, waiting_for) -> [reply (a dict)]: the next reply of each, in their
     order. BenchmarkError when any process of the benchmark fails or ends (naming it, with
     its error reply or the last line of its stderr), or when they have not all replied
     within timeout_secs (`waiting_for` says what they did not do: 'run 10 steps').
   close(): closes every stdin; what still runs GRACE_SECS later is killed.
-  role_command(script, role, args, options) -> argv: `python script --role JSON(role)`
-    and, from the argparse namespace `args`, each of `options` that is not None.
+  role_command(module, role, args, options) -> argv: `python -m module --role JSON(role)`
+    and, from the argparse namespace `args`, each of `options` that is not None; a script
+    gives its own module as __spec__.name (its __name__ is '__main__').
   In the role process, serve_role(serve) runs serve(reply, commands): reply(**message)
     sends a reply, `commands` yields each command (a dict) until the benchmark closes its
     stdin. An exception is replied as {'error': its first line} and ends the process with
     exit code 1; anything else printed on stdout goes to stderr, the log; the process dies
     with the benchmark (Linux). Never returns.
-  A cluster on emulated hosts (needs root): with EmulatedHosts(launch.host_names(P, W),
+  A cluster on emulated hosts (needs root): with EmulatedHosts(launch.emulated_host_names(P, W),
     bandwidth='1gbit') as hosts, Processes(directory, timeout_secs, hosts), the tasks'
     addresses launch.emulated_cluster_spec(hosts, P, W), and each task started with
-    host=launch.host_name('worker:0'). What training role processes run (deploy() and
+    host=launch.emulated_host('worker:0'). What training role processes run (deploy() and
     tf.distribute trainers) is in trainers.py: serve_role(lambda reply, commands:
     trainers.serve(args, role, started, reply, commands)).
 
 A training job through the launcher: LaunchedJob(launcher_options, training_flags, log,
-echo) runs `python -m slim_deploy.deployment.launch OPTIONS -- python train_image_classifier.py
+echo) runs `python -m slim_deploy.cluster.launch OPTIONS -- python train_image_classifier.py
 FLAGS`; pump(timeout) takes its output lines (into `log`, and onto stderr if `echo`) and records
 what they tell: the global step, each task's incarnations, progress, restarts, resumes,
 stops and ends, and with --emulated_hosts the hosts (to partition and heal).
@@ -78,8 +81,8 @@ import threading
 import time
 import traceback
 
-from slim_deploy.deployment import emulated_hosts, launch
-from slim_deploy.image_classifier import quiet
+from slim_deploy.cluster import emulated_hosts, launch
+from slim_deploy.image_classifier import verbosity
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRACE_SECS = 5.0  # How long role processes get to exit at the end before they are killed.
@@ -236,10 +239,10 @@ def kill_tree(popen):
 
 # ---- Role processes ----
 
-def role_command(script, role, args, options):
-    """[python, script, '--role', JSON of `role`, '--OPTION', value, ...] for each of
+def role_command(module, role, args, options):
+    """[python, '-m', module, '--role', JSON of `role`, '--OPTION', value, ...] for each of
     `options` whose value in `args` (an argparse namespace) is not None."""
-    argv = [sys.executable, os.path.abspath(script), '--role', json.dumps(role)]
+    argv = [sys.executable, '-m', module, '--role', json.dumps(role)]
     for option in options:
         if getattr(args, option) is not None:
             argv += [f'--{option}', str(getattr(args, option))]
@@ -297,7 +300,7 @@ class Process:
             return f'{self.name} closed its output but is still running'
         self.log.flush()
         self.log.seek(0)
-        lines = quiet.drop_startup_noise(self.log.read().decode(errors='replace')).split('\n')
+        lines = verbosity.drop_startup_noise(self.log.read().decode(errors='replace')).split('\n')
         last = next((line.strip() for line in reversed(lines) if line.strip()), 'no output')
         return f'{self.name} ended ({launch.exit_description(code)}): {last}'
 
@@ -315,8 +318,10 @@ class Processes:
     def start(self, name, argv, env=None, host=None):
         if host is not None:
             argv = self._hosts.command(host, argv)
+        env = environment(env)
+        env['PYTHONPATH'] = os.pathsep.join(filter(None, [REPO, env.get('PYTHONPATH')]))
         log = tempfile.TemporaryFile(dir=self._directory)
-        self._all.append(Process(name, argv, environment(env), log, self._replies))
+        self._all.append(Process(name, argv, env, log, self._replies))
         return self._all[-1]
 
     def collect(self, processes, waiting_for):
@@ -403,7 +408,7 @@ class LaunchedJob:
         self.log = log
         self.echo = echo
         self.process = subprocess.Popen(
-            [sys.executable, '-m', 'slim_deploy.deployment.launch', *launcher_options, '--',
+            [sys.executable, '-m', 'slim_deploy.cluster.launch', *launcher_options, '--',
              sys.executable, os.path.join(REPO, 'train_image_classifier.py'), *training_flags],
             cwd=REPO, env=environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True)

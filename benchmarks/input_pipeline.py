@@ -1,6 +1,6 @@
 """Measures what the tf.data input pipeline costs training, in one run.
 
-    python benchmarks/input_pipeline.py [--steps 150] [--rounds 3]
+    python -m benchmarks.input_pipeline [--steps 150] [--rounds 3]
 
 For lenet on the embedded digits and cifarnet on synthetic 32x32 records it prints:
 the pipeline's own examples/sec (decode + preprocess + batch, nothing else), and training
@@ -16,14 +16,17 @@ import time
 
 import numpy as np
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
+# deployment first: importing it repairs tf-slim, which the modules below use.
+from slim_deploy.deployment import model_deploy
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.datasets import dataset_factory, dataset_utils
-from slim_deploy.deployment import model_deploy, optimization, training
-from slim_deploy.image_classifier import config, parts
-import harness  # benchmarks/harness.py
-from harness import at_least
+from slim_deploy.image_classifier import builders, config
+from slim_deploy.training import loop, optimization
+from benchmarks import harness
+from benchmarks.harness import at_least
+
+PROG = f'python -m {__spec__.name}'  # Its usage's program name.
 
 BATCH_SIZE = 32
 NUM_CLONES = 2
@@ -71,18 +74,18 @@ def pipeline_rate(make_batches, steps):
 def training_rate(make_batches, model, steps):
     """Training examples/sec of `model` (a Classifier) with NUM_CLONES clones, default
     optimization, fed by make_batches()."""
-    deployment_config, num_cpu_devices = parts.deployment(
+    deployment_config, num_cpu_devices = builders.deployment(
         config.DevicesConfig(num_clones=NUM_CLONES))
     optimizing = config.OptimizationConfig()
     with tf.Graph().as_default():
         with tf.device(deployment_config.inputs_device()):
             iterator = tf.data.make_one_shot_iterator(make_batches())
         deployed = model_deploy.deploy(
-            deployment_config, training.classification_model_fn(
+            deployment_config, builders.classification_model_fn(
                 model.network_fn, iterator, deployment_config.inputs_device(),
                 model.num_classes, optimizing.label_smoothing),
             optimizer=optimization.optimizer(optimizing.optimizer, optimizing.learning_rate))
-        with tf.Session(config=training.session_config(num_cpu_devices)) as sess:
+        with tf.Session(config=loop.session_config(num_cpu_devices)) as sess:
             sess.run(tf.global_variables_initializer())
             for _ in range(10):
                 sess.run(deployed.train_op)
@@ -94,8 +97,8 @@ def training_rate(make_batches, model, steps):
 
 def benchmark(name, split, model_name, steps, rounds):
     data = config.DataConfig(batch_size=BATCH_SIZE)
-    model = parts.classifier(data, config.ModelConfig(model_name=model_name), is_training=True,
-                             weight_decay=config.OptimizationConfig.weight_decay, split=split)
+    model = builders.classifier(data, config.ModelConfig(model_name=model_name), is_training=True,
+                                weight_decay=config.OptimizationConfig.weight_decay, split=split)
 
     def real():  # As train_image_classifier.py reads it.
         return model.training_batches(data)
@@ -115,7 +118,7 @@ def benchmark(name, split, model_name, steps, rounds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument('--steps', type=at_least(1), default=150,
                         help='timed steps per measurement')
     parser.add_argument('--rounds', type=at_least(1), default=3,

@@ -1,6 +1,6 @@
 """Training over bandwidth-limited links: deploy()'s modes against MultiWorkerMirroredStrategy.
 
-    python benchmarks/network.py [--model_name lenet] [--workers 2] [--num_ps_tasks 1]
+    python -m benchmarks.network [--model_name lenet] [--workers 2] [--num_ps_tasks 1]
         [--link_bandwidth 1gbit,10gbit] [--setups parameter_server,prefetch_reads,
         sync_replicas,collective,multi_worker_mirrored] [--precision float32,bfloat16]
         [--gradient_compression none,bfloat16]
@@ -8,8 +8,8 @@
         [--all_reduce_pack_bytes N] [--json]
 
 Each step's time is set against the plan's lower bound for it
-(slim_deploy.deployment.communication). Needs root (network namespaces) and tc's tbf qdisc. Each
-setup is a cluster of its own on emulated hosts (slim_deploy.deployment.emulated_hosts), one host
+(slim_deploy.deployment.network_traffic). Needs root (network namespaces) and tc's tbf qdisc. Each
+setup is a cluster of its own on emulated hosts (slim_deploy.cluster.emulated_hosts), one host
 per task, each host's link limited to the bandwidth in both directions; every worker trains
 --model_name with momentum SGD on a synthetic batch of --batch_size images held in its memory (one
 clone; 10 classes):
@@ -20,7 +20,7 @@ clone; 10 classes):
                      and sends its gradients (--prefetch_reads)
   sync_replicas      the same, synchronous: a SyncReplicasOptimizer aggregates --workers
                      gradients per update (--sync_replicas), run by
-                     training.SyncReplicasHook; a step is an update: its workers run until
+                     training.loop.SyncReplicasHook; a step is an update: its workers run until
                      the global step has advanced --steps (the hook's start-up tokens let a
                      worker run a step ahead, so their step counts may differ by a few)
   collective         --workers workers all-reducing the gradients (deploy()'s
@@ -46,7 +46,7 @@ the first worker's start to the last one's end; median over rounds, and the spre
 min) / median), seconds per step (median), each setup's images/sec over
 MultiWorkerMirroredStrategy's, and the plan's lower bound on the step: the bytes the busiest
 link must pass one after another per step, read from the worker's own graph
-(communication.step_traffic: each way at once, in then out, or out then in for synchronous
+(network_traffic.step_traffic: each way at once, in then out, or out then in for synchronous
 workers), over the bandwidth, with the measured step time over it. A bound above a measured
 step time is flagged: the plan or the measurement would be wrong. --json prints one object
 instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `precision` (a list), `data`,
@@ -65,9 +65,9 @@ import time
 
 STARTED = time.time()  # Before anything is imported: the import's share of start-up.
 
-from slim_deploy.image_classifier import quiet  # noqa: E402
+from slim_deploy.image_classifier import verbosity  # noqa: E402
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
@@ -78,12 +78,13 @@ import tempfile  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from slim_deploy.deployment import (  # noqa: E402
-    communication, compression, emulated_hosts, launch, precision)
+from slim_deploy.cluster import emulated_hosts, launch  # noqa: E402
+from slim_deploy.deployment import compression, network_traffic, precision  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
-import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
-import trainers  # noqa: E402
-from harness import at_least, names_in  # noqa: E402
+from benchmarks import harness, trainers  # noqa: E402
+from benchmarks.harness import at_least, names_in  # noqa: E402
+
+PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 
 Setup = collections.namedtuple('Setup', ['label', 'kind', 'sync_replicas', 'prefetch_reads'],
                                defaults=[False])
@@ -164,7 +165,7 @@ def start_setup(processes, hosts, args, name, link_gbps):
 
     def start(task, task_role):
         return processes.start(f'{label(args, name)} {task}', harness.role_command(
-            __file__, task_role, args, trainers.OPTIONS), host=launch.host_name(task))
+            __spec__.name, task_role, args, trainers.OPTIONS), host=launch.emulated_host(task))
 
     for index in range(ps_tasks(args, name)):
         start(f'ps:{index}', dict(role, kind='ps', index=index))
@@ -192,7 +193,7 @@ def measure_link(args, rate, link_gbps, log):
         directory = stack.enter_context(tempfile.TemporaryDirectory())
         for name in args.setups:  # In turn: each start-up alone on the machine.
             hosts = stack.enter_context(emulated_hosts.EmulatedHosts(
-                launch.host_names(ps_tasks(args, name), args.workers),
+                launch.emulated_host_names(ps_tasks(args, name), args.workers),
                 domain=launch.HOSTS_DOMAIN, bandwidth=rate))
             processes[name] = harness.Processes(directory, args.timeout_secs, hosts)
             stack.callback(processes[name].close)
@@ -270,7 +271,7 @@ def table(results):
             notes.append(f'plan: {advice}')
         lines += notes
     lines += ['', 'bound: the bytes the busiest link must pass one after another per step (read '
-                  "from the worker's graph by communication.step_traffic: its busier direction, "
+                  "from the worker's graph by network_traffic.step_traffic: its busier direction, "
                   'or in then out, or out then in) over the bandwidth; vs MWMS: images/sec over '
                   "MultiWorkerMirroredStrategy's",
               f"run took {r['seconds']:.0f} s"]
@@ -283,12 +284,12 @@ def setup_row(setup, ratio, notes):
     network = setup['network']
     if setup['bound_secs'] is None:
         bound = busiest = over = '-'
-        notes.append(f"{setup['label']}: no bound: communication.step_traffic does not count "
+        notes.append(f"{setup['label']}: no bound: network_traffic.step_traffic does not count "
                      f"its {', '.join(network['uncounted'])} ops")
     else:
-        bound = communication.human_seconds(setup['bound_secs'])
+        bound = network_traffic.human_seconds(setup['bound_secs'])
         busiest = (f"{' & '.join(network['busiest'])} "
-                   f"{communication.human_bytes(network['bytes'])}")
+                   f"{network_traffic.human_bytes(network['bytes'])}")
         over = f"{setup['step_over_bound']:.2f}"
         if min(setup['sec_per_step_rounds']) < setup['bound_secs']:
             over += ' !'
@@ -300,7 +301,7 @@ def setup_row(setup, ratio, notes):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument('--model_name', default='lenet', choices=nets_factory.NETWORKS.names,
                         metavar='NAME', help='network of nets_factory (default lenet)')
     parser.add_argument('--batch_size', type=at_least(1), default=32,
@@ -349,5 +350,5 @@ def parse_args(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(trainers.main('network.py', parse_args(), STARTED, benchmark, table,
+    sys.exit(trainers.main(PROG, parse_args(), STARTED, benchmark, table,
                            failures=(emulated_hosts.EmulatedHostsError,)))

@@ -1,7 +1,7 @@
 """Slim's mobile path, measured in one run: float, post-training quantized and
 quantization-aware int8 TensorFlow Lite models against their float checkpoint.
 
-    python benchmarks/quantization.py [--models lenet,mobilenet_v1_025] [--train_steps N]
+    python -m benchmarks.quantization [--models lenet,mobilenet_v1_025] [--train_steps N]
         [--fine_tune_steps N] [--representative_steps 100] [--latency_rounds 200] [--json]
 
 Each model trains on the embedded digits (8x8 PNG records in slim's format, which the
@@ -66,9 +66,9 @@ five runs, more than the 0.5-point target; lenet, near 99%, moves by an example.
 float graph's row tells that apart from what quantization itself costs. A failure ends the
 run with a one-line error and exit code 1.
 """
-from slim_deploy.image_classifier import quiet
+from slim_deploy.image_classifier import verbosity
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
@@ -85,14 +85,16 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 from tensorflow.lite.tools import flatbuffer_utils  # noqa: E402
 
+from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.datasets import digits  # noqa: E402
 from slim_deploy.deployment import tflite  # noqa: E402
-from slim_deploy.deployment.errors import UsageError  # noqa: E402
-from slim_deploy.image_classifier import evaluate, export, runs, train  # noqa: E402
+from slim_deploy.image_classifier import evaluate, export, run_record, train  # noqa: E402
 from slim_deploy.image_classifier.config import TrainConfig  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
-import harness  # noqa: E402  (benchmarks/harness.py)
-from harness import at_least, names_in  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import at_least, names_in  # noqa: E402
+
+PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,15 +242,15 @@ def export_and_score(model_name, dirs, args, directory):
     bytes}, examples scored) of the float and QAT runs in `dirs`; see the module docstring."""
     variants, models = {}, {}
     for name, (run, flags) in CHECKPOINTS.items():
-        metrics = evaluate.evaluate(runs.eval_config(
+        metrics = evaluate.evaluate(run_record.eval_config(
             dirs[run], eval_dir=os.path.join(directory, model_name, name), **flags))
         variants[name] = {'accuracy': metrics['accuracy']}
     for name, (run, quantization) in VARIANTS.items():
         path = os.path.join(directory, model_name, name.replace(' ', '_') + '.tflite')
-        export.export(runs.export_config(
+        export.export(run_record.export_config(
             dirs[run], tflite_file=path, tflite_quantization=quantization,
             representative_steps=args.representative_steps))
-        metrics = evaluate.evaluate(runs.eval_config(
+        metrics = evaluate.evaluate(run_record.eval_config(
             dirs[run], eval_dir=os.path.join(directory, model_name, name), tflite_file=path))
         with open(path, 'rb') as f:
             models[name] = f.read()
@@ -354,7 +356,7 @@ def table(results):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument('--models', type=names_in(RECIPES), default=list(RECIPES),
                         help='comma-separated: ' + ', '.join(RECIPES) + ' (default all)')
     parser.add_argument('--train_steps', type=at_least(1),
@@ -373,12 +375,12 @@ def parse_args(argv=None):
 
 def main():
     args = parse_args()
-    quiet.configure_logging(0)
+    verbosity.configure_logging(0)
     harness.exit_on_sigterm()
     try:
         result = benchmark(args, lambda line: print(line, file=sys.stderr, flush=True))
     except (harness.BenchmarkError, UsageError) as e:
-        print(f'quantization.py: error: {e}', file=sys.stderr)
+        print(f'{PROG}: error: {e}', file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 128 + signal.SIGINT

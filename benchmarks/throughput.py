@@ -1,7 +1,7 @@
 """Training throughput, the project's tf_cnn_benchmarks: deploy() against tf.distribute, per
 precision, in one run.
 
-    python benchmarks/throughput.py [--model_name resnet_v1_50] [--num_clones 2]
+    python -m benchmarks.throughput [--model_name resnet_v1_50] [--num_clones 2]
         [--batch_size 16] [--variable_update replicated[,parameter_server,collective]]
         [--precision float32[,bfloat16,float16]] [--xla off[,on]] [--seed off[,on]]
         [--compare_mirrored]
@@ -51,9 +51,9 @@ import time
 
 STARTED = time.time()  # Before anything is imported: the import's share of start-up.
 
-from slim_deploy.image_classifier import quiet  # noqa: E402
+from slim_deploy.image_classifier import verbosity  # noqa: E402
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
@@ -64,12 +64,14 @@ import tempfile  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from slim_deploy.deployment import launch, precision  # noqa: E402
+from slim_deploy.cluster import launch  # noqa: E402
+from slim_deploy.deployment import precision  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
-import harness  # noqa: E402  (benchmarks/harness.py, as trainers.py)
-import trainers  # noqa: E402
-from harness import at_least, names_in  # noqa: E402
-from trainers import VARIABLE_UPDATES  # noqa: E402
+from benchmarks import harness, trainers  # noqa: E402
+from benchmarks.harness import at_least, names_in  # noqa: E402
+from benchmarks.trainers import VARIABLE_UPDATES  # noqa: E402
+
+PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 
 Kind = collections.namedtuple('Kind', ['label', 'workers', 'counterpart'])
 Kind.__doc__ = """How a setup trains: its label in the table, whether it runs as one process
@@ -135,7 +137,7 @@ def start_setup(processes, args, setup, machine, ports):
 
     def start(process_name, process_role, env=None):
         return processes.start(process_name, harness.role_command(
-            __file__, process_role, args, trainers.OPTIONS), env)
+            __spec__.name, process_role, args, trainers.OPTIONS), env)
 
     if KINDS[setup.kind].workers == 'one':
         return [start(name, dict(role, devices=local_devices, cpu_devices=cpu_devices))]
@@ -236,7 +238,7 @@ def table(results):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument('--model_name', default='resnet_v1_50',
                         choices=nets_factory.NETWORKS.names, metavar='NAME',
                         help='network of nets_factory (default resnet_v1_50)')
@@ -275,4 +277,4 @@ def parse_args(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(trainers.main('throughput.py', parse_args(), STARTED, benchmark, table))
+    sys.exit(trainers.main(PROG, parse_args(), STARTED, benchmark, table))

@@ -13,12 +13,11 @@ cluster's workers; 'ps_worker', worker `index` of deploy() with the variables on
 tasks, asynchronous, or with `sync_replicas` (bool) under a SyncReplicasOptimizer that
 aggregates every worker's gradient; 'collective', worker `index` of deploy()'s collective
 all-reduce; 'mirrored', tf.distribute's MirroredStrategy over the devices; and
-'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy. 'ps_worker' and
-'collective' take `gradient_compression` too (DeploymentConfig's; absent: 'none'), 'ps_worker'
-`prefetch_reads` (absent: False), and the kinds of deploy() `seed` (DeploymentConfig's; absent:
-None). With `link_gbps`
-(Gbit/s), a worker of a cluster also reports what its step moves over the network
-(network_bound).
+'multi_worker_mirrored', worker `index` of MultiWorkerMirroredStrategy. The kinds of
+deploy() take `seed` and `gradient_compression` too (DeploymentConfig's, by role_settings();
+absent: None and 'none'; compression only where gradients leave the process, 'ps_worker' and
+'collective'), and 'ps_worker' `prefetch_reads` (absent: False). With `link_gbps` (Gbit/s), a
+worker of a cluster also reports what its step moves over the network (network_bound).
 
 Every trainer trains momentum SGD on --batch_size examples per clone or replica, with the
 same session threads; OPTIONS are the command-line options (of an argparse namespace) it
@@ -26,7 +25,7 @@ reads. serve() is a role process's work: it builds the trainer, replies once the
 ran, then runs the steps it is told to; run_steps() is the benchmark's side of it.
 add_options() adds the command-line options every training benchmark takes, and main() is
 such a script's main. It imports TensorFlow: import it after
-slim_deploy.image_classifier.quiet.start().
+slim_deploy.image_classifier.verbosity.start().
 """
 import argparse
 import collections
@@ -43,11 +42,12 @@ import time
 import tensorflow.compat.v1 as tf
 
 # deployment first: importing it repairs tf-slim, which nets imports.
-from slim_deploy.deployment import communication, model_deploy, precision, training
-from slim_deploy.deployment.cluster import ClusterTask
-from slim_deploy.image_classifier import config, parts
+from slim_deploy.cluster.tasks import ClusterTask
+from slim_deploy.deployment import model_deploy, network_traffic, precision
+from slim_deploy.image_classifier import builders, config
 from slim_deploy.nets import nets_factory
-import harness  # benchmarks/harness.py: the scripts that import this module run from there.
+from slim_deploy.training import loop
+from benchmarks import harness
 
 NUM_CLASSES = 10  # Of the synthetic data.
 WEIGHT_DECAY = 4e-5
@@ -60,9 +60,9 @@ OPTIONS = ('model_name', 'batch_size', 'all_reduce_pack_bytes', 'dataset_name', 
 
 
 def session_config(args, role, num_cpu_devices=None, **kwargs):
-    """training.session_config(num_cpu_devices, **kwargs) with the role's precision and
+    """loop.session_config(num_cpu_devices, **kwargs) with the role's precision and
     --intra_op_threads and --inter_op_threads: the same threads for every session."""
-    session = training.session_config(num_cpu_devices, precision=role['precision'], **kwargs)
+    session = loop.session_config(num_cpu_devices, precision=role['precision'], **kwargs)
     session.intra_op_parallelism_threads = args.intra_op_threads
     session.inter_op_parallelism_threads = args.inter_op_threads
     return session
@@ -86,8 +86,8 @@ class Inputs:
             return
         data = config.DataConfig(dataset_name=args.dataset_name, dataset_dir=args.dataset_dir,
                                  batch_size=args.batch_size)
-        classifier = parts.classifier(data, config.ModelConfig(model_name=args.model_name),
-                                      is_training=True, weight_decay=WEIGHT_DECAY)
+        classifier = builders.classifier(data, config.ModelConfig(model_name=args.model_name),
+                                         is_training=True, weight_decay=WEIGHT_DECAY)
         self.num_classes, self.network_fn = classifier.num_classes, classifier.network_fn
         self._batches = lambda: classifier.training_batches(data, seed=seed)
         self._iterator = None
@@ -106,7 +106,7 @@ class Inputs:
         """Builds the network on the batch (compiled by XLA if `xla`); returns its loss."""
         with tf.xla.experimental.jit_scope() if xla else contextlib.nullcontext():
             logits, end_points = self.network_fn(images)
-            return training.add_classification_losses(logits, end_points, labels,
+            return builders.add_classification_losses(logits, end_points, labels,
                                                       self.num_classes)
 
 
@@ -114,7 +114,8 @@ def optimizer(role):
     """Momentum SGD; with float16, under TensorFlow's dynamic loss scaling (tf.distribute's
     setups: deploy() scales by itself)."""
     momentum = tf.train.MomentumOptimizer(LEARNING_RATE, MOMENTUM)
-    if role['kind'] in VARIABLE_UPDATES or not precision.PRECISIONS[role['precision']].loss_scaling:
+    loss_scaling = precision.PRECISIONS[role['precision']].loss_scaling
+    if role['kind'] in VARIABLE_UPDATES or not loss_scaling:
         return momentum
     return tf.mixed_precision.MixedPrecisionLossScaleOptimizer(momentum, 'dynamic')
 
@@ -139,8 +140,15 @@ Trainer = collections.namedtuple(
 Trainer.__doc__ = """What a trainer built: the session (or MonitoredSession) and the fetch that
 trains one step and returns the loss; the server kept alive with it (None: none); the
 time.time() its graph was built; the DeploymentConfig of its placement (None: one process
-of tf.distribute), which communication.step_traffic reads; and for synchronous replicas,
+of tf.distribute), which network_traffic.step_traffic reads; and for synchronous replicas,
 a fetch reading the global step once a step is done (None: not needed)."""
+
+
+def role_settings(role):
+    """The DeploymentConfig arguments that every deploy() trainer takes from `role`: precision,
+    xla, seed and gradient_compression."""
+    return dict(precision=role['precision'], xla=role['xla'], seed=role.get('seed'),
+                gradient_compression=role.get('gradient_compression', 'none'))
 
 
 def deployed_step(args, role, deployment, train_optimizer=None):
@@ -161,7 +169,7 @@ def deploy_trainer(args, role):
     deployment = model_deploy.DeploymentConfig(
         num_clones=len(role['devices']), clone_devices=role['devices'],
         variable_update=role['kind'], all_reduce_pack_bytes=args.all_reduce_pack_bytes,
-        precision=role['precision'], xla=role['xla'], seed=role.get('seed'))
+        **role_settings(role))
     step = deployed_step(args, role, deployment)
     built = time.time()
     session = tf.Session(config=session_config(args, role, role['cpu_devices']))
@@ -175,7 +183,7 @@ def ps_worker_trainer(args, role):
     one: the variables on the ps tasks, the session a MonitoredSession through the worker's
     server (worker 0, the chief, initializes the variables; the others wait for it). With
     role['sync_replicas'], a SyncReplicasOptimizer aggregates as many gradients as there
-    are workers per update (--sync_replicas), run by training.SyncReplicasHook; its workers
+    are workers per update (--sync_replicas), run by loop.SyncReplicasHook; its workers
     then run until a global step (train()), not a number of steps each: the hook queues a
     token per worker at the start, with which a worker can run a step ahead and push a
     gradient that is then dropped as stale, and after a fixed number of steps each, the
@@ -185,16 +193,14 @@ def ps_worker_trainer(args, role):
     deployment = model_deploy.DeploymentConfig(
         num_clones=len(role['devices']), clone_devices=role['devices'],
         replica_id=task.task_index, num_replicas=workers, num_ps_tasks=task.num_ps_tasks,
-        worker_job_name=task.task_type, precision=role['precision'], xla=role['xla'],
-        seed=role.get('seed'),
-        gradient_compression=role.get('gradient_compression', 'none'),
-        prefetch_reads=role.get('prefetch_reads', False))
+        worker_job_name=task.task_type, prefetch_reads=role.get('prefetch_reads', False),
+        **role_settings(role))
     train_optimizer, hooks, global_step = optimizer(role), [], None
     if role['sync_replicas']:
         train_optimizer = tf.train.SyncReplicasOptimizer(
             train_optimizer, replicas_to_aggregate=workers, total_num_replicas=workers)
-        hooks.append(training.SyncReplicasHook(train_optimizer, task.is_chief, workers,
-                                               workers))
+        hooks.append(loop.SyncReplicasHook(train_optimizer, task.is_chief, workers,
+                                           workers))
     step = deployed_step(args, role, deployment, train_optimizer)
     if role['sync_replicas']:
         with tf.control_dependencies([step]):
@@ -205,7 +211,7 @@ def ps_worker_trainer(args, role):
     scaffold = tf.train.Scaffold()
     creator = (tf.train.ChiefSessionCreator(scaffold, server.target, settings)
                if task.is_chief else
-               training.WorkerSessionCreator(scaffold, server.target, settings))
+               loop.WorkerSessionCreator(scaffold, server.target, settings))
     return Trainer(tf.train.MonitoredSession(creator, hooks=hooks), step, server, built,
                    deployment, global_step)
 
@@ -219,8 +225,7 @@ def collective_trainer(args, role):
         num_clones=1, clone_devices=role['devices'], variable_update='collective',
         replica_id=task.task_index, num_replicas=task.num_replicas,
         worker_job_name=task.task_type, all_reduce_pack_bytes=args.all_reduce_pack_bytes,
-        precision=role['precision'], xla=role['xla'], seed=role.get('seed'),
-        gradient_compression=role.get('gradient_compression', 'none'))
+        **role_settings(role))
     step = deployed_step(args, role, deployment)
     built = time.time()
     server = task.start_server(session_config(args, role, role['cpu_devices'],
@@ -304,22 +309,22 @@ TRAINERS = {'parameter_server': deploy_trainer, 'replicated': deploy_trainer,
 
 def network_bound(trainer, link_gbps):
     """What one step of `trainer` moves over the network, read from this process's graph by
-    communication.step_traffic, as a JSON-able dict: 'bound_secs', the least time the step
+    network_traffic.step_traffic, as a JSON-able dict: 'bound_secs', the least time the step
     needs on links of `link_gbps` Gbit/s each way (None when the step runs collective ops
     that step_traffic does not count, their op types in 'uncounted'); 'busiest', the links
     with the most bytes to pass one after another, each with its rule or, passing bytes
     each way, its busier direction ('worker in then out', 'ps task 0 out'), and 'bytes',
     theirs per step; 'links', {name: {'in', 'out', 'bytes' (bytes per step), 'rule'}};
-    'synchronous' (bool); 'all_reduces' (communication.AllReduces as a dict; None: none
-    counted); 'ps_advice' (communication.PsAdvice as a dict; None without ps tasks) and
-    'advice' (communication.ps_advice_text: None unless more ps tasks would cut the bound)."""
-    traffic = communication.step_traffic(tf.get_default_graph(), trainer.deployment,
-                                         [trainer.step])
-    advice = communication.ps_advice(traffic)
+    'synchronous' (bool); 'all_reduces' (network_traffic.AllReduces as a dict; None: none
+    counted); 'ps_advice' (network_traffic.PsAdvice as a dict; None without ps tasks) and
+    'advice' (network_traffic.ps_advice_text: None unless more ps tasks would cut the bound)."""
+    traffic = network_traffic.step_traffic(tf.get_default_graph(), trainer.deployment,
+                                           [trainer.step])
+    advice = network_traffic.ps_advice(traffic)
     return {'bound_secs': None if traffic.other_collectives else traffic.seconds(link_gbps),
             'uncounted': list(traffic.other_collectives),
             'busiest': [f'{link.name} '
-                        f'{link.direction if link.rule == communication.EACH_WAY else link.rule}'
+                        f'{link.direction if link.rule == network_traffic.EACH_WAY else link.rule}'
                         for link in traffic.busiest],
             'bytes': traffic.busiest[0].bytes,
             'links': {link.name: {'in': link.bytes_in, 'out': link.bytes_out,
@@ -328,7 +333,7 @@ def network_bound(trainer, link_gbps):
             'synchronous': traffic.synchronous,
             'all_reduces': traffic.all_reduces and dataclasses.asdict(traffic.all_reduces),
             'ps_advice': advice and dataclasses.asdict(advice),
-            'advice': communication.ps_advice_text(traffic)}
+            'advice': network_traffic.ps_advice_text(traffic)}
 
 
 def train(trainer, steps, until_global_step=None):
@@ -358,13 +363,10 @@ def serve(args, role, started, reply, commands):
     steps, replies {}) or {'steps': n} (replies {'start', 'end' (time.time() s), 'images',
     'loss' (the last)}); a command with 'until_global_step' runs until that global step
     instead (train()). Synchronous replicas' replies add the 'global_step' read last. A
-    'ps' task replies nothing: it serves until its stdin closes."""
+    'ps' task replies nothing: serve_ps()."""
     tf.disable_eager_execution()
     if role['kind'] == 'ps':
-        _server = ClusterTask(role['cluster'], 'ps', role['index']).start_server(
-            session_config(args, role, remote=True))
-        for _ in commands:
-            pass
+        serve_ps(args, role, commands)
         return
     begun = time.time()
     trainer = TRAINERS[role['kind']](args, role)  # Its server is kept alive with it.
@@ -386,6 +388,16 @@ def serve(args, role, started, reply, commands):
             continue
         reply(start=start, end=time.time(), loss=loss,
               images=ran * args.batch_size * len(role['devices']), **progress(global_step))
+
+
+def serve_ps(args, role, commands):
+    """The work of ps task role['index']: serves the cluster's variables until `commands`
+    end (the benchmark closes its stdin), replying nothing."""
+    server = ClusterTask(role['cluster'], 'ps', role['index']).start_server(
+        session_config(args, role, remote=True))
+    for _ in commands:
+        pass
+    del server  # Held until then.
 
 
 def progress(global_step):
@@ -446,11 +458,12 @@ def add_options(parser, steps, warmup_steps, rounds):
 
 
 def main(prog, args, started, benchmark, table, failures=()):
-    """The main of training benchmark `prog` ('throughput.py'), given its parsed `args` and
-    the time.time() it `started` at: with args.role, serves that role (never returns); else
-    returns the exit code of running benchmark(args, log) (log: progress lines, onto
-    stderr) and printing its result (table(result): its lines). A harness.BenchmarkError
-    or one of `failures` (exception types) is one line on stderr and exit code 1."""
+    """The main of training benchmark `prog` (its program name, 'python -m
+    benchmarks.throughput'), given its parsed `args` and the time.time() it `started` at: with
+    args.role, serves that role (never returns); else returns the exit code of running
+    benchmark(args, log) (log: progress lines, onto stderr) and printing its result
+    (table(result): its lines). A harness.BenchmarkError or one of `failures` (exception
+    types) is one line on stderr and exit code 1."""
     if args.role:
         harness.serve_role(lambda reply, commands: serve(
             args, json.loads(args.role), started, reply, commands))

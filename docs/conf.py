@@ -5,11 +5,11 @@ reference from the docstrings (autodoc).
 """
 from sphinx.ext import napoleon
 
-from slim_deploy.image_classifier import quiet
+from slim_deploy.image_classifier import verbosity
 
 # autodoc imports the modules, and with them TensorFlow: its start-up noise stays out of the
 # build's output, as it does for the entry scripts.
-quiet.start()
+verbosity.start()
 
 project = 'slim-deploy'
 extensions = ['myst_parser', 'sphinx.ext.autodoc']

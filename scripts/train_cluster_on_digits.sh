@@ -16,7 +16,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python3}
 
 cd "$repo"
-"$python" -m slim_deploy.deployment.launch --num_ps_tasks "$num_ps" --worker_replicas "$num_workers" -- \
+"$python" -m slim_deploy.cluster.launch --num_ps_tasks "$num_ps" --worker_replicas "$num_workers" -- \
   "$python" train_image_classifier.py --train_dir="$train_dir" --dataset_name=digits \
   --model_name=lenet --num_clones=2 "$@"
 "$python" eval_image_classifier.py --checkpoint_path="$train_dir" \

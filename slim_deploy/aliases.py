@@ -10,12 +10,17 @@ slim_deploy.pth runs it at interpreter start, and importing slim_deploy does too
   slim_deploy.datasets) is slim_deploy's;
 - any other name that starts with one of NAMES is slim_deploy's only when no other finder
   provides it: with Hugging Face's datasets installed, `import datasets` gives theirs, and
-  `from datasets import dataset_factory` ours, which theirs lacks.
+  `from datasets import dataset_factory` ours, which theirs lacks. A folder of that name
+  without __init__.py (a namespace package) provides nothing: `import datasets` in a
+  project with a datasets/ folder of data gives slim_deploy's.
 
-A few of slim's modules live elsewhere in slim_deploy (ELSEWHERE): slim keeps its
+A few of slim's modules live elsewhere in slim_deploy (SLIM_ELSEWHERE): slim keeps its
 MobileNet v1 scripts in nets/, but they read datasets, which nets/ never imports here, so
 `nets.mobilenet_v1_train` (and slim_deploy.nets.mobilenet_v1_train, which `from nets import
 mobilenet_v1_train` asks for) is slim_deploy.slim_scripts.mobilenet_v1_train.
+
+Modules that moved inside slim_deploy keep their former names the same way (MOVED):
+`slim_deploy.deployment.launch` (and `deployment.launch`) is slim_deploy.cluster.launch.
 
 Either name gives the same module object: sys.modules holds it under both, and its
 __name__ and __spec__ are slim_deploy's.
@@ -28,7 +33,7 @@ shadowed). Nothing else is under the stand-in: `from tensorflow.contrib import s
 with ImportError, as on TensorFlow 2.
 
 The finder also repairs tf-slim for the installed TensorFlow right before tf_slim is first
-imported (slim_deploy.deployment.compat), so slim's code runs in any program.
+imported (slim_deploy.common.compat), so slim's code runs in any program.
 """
 import importlib
 import sys
@@ -40,10 +45,31 @@ NAMES = frozenset([
     'datasets', 'deployment', 'image_classifier', 'nets', 'preprocessing',
     'check_equivalence', 'download_and_convert_data', 'eval_image_classifier',
     'export_inference_graph', 'train_image_classifier'])
-# slim's names of modules that slim_deploy keeps outside the package slim keeps them in
-# (with and without PACKAGE): their module.
-ELSEWHERE = {f'{prefix}nets.{name}': f'{PACKAGE}.slim_scripts.{name}'
-             for name in ('mobilenet_v1_train', 'mobilenet_v1_eval', 'post_training_quantization')
+# slim's names of modules that slim_deploy keeps outside the package slim keeps them in,
+# below PACKAGE: where they are.
+SLIM_ELSEWHERE = {
+    f'nets.{name}': f'slim_scripts.{name}'
+    for name in ('mobilenet_v1_train', 'mobilenet_v1_eval', 'post_training_quantization')}
+# Modules of slim-deploy that moved, below PACKAGE: their former name, where they are now.
+MOVED = {
+    **{f'deployment.{name}': f'common.{name}'
+       for name in ('compat', 'errors', 'fileio', 'native_stderr', 'registry')},
+    **{f'deployment.{name}': f'cluster.{name}'
+       for name in ('emulated_hosts', 'jobset', 'launch', 'watchdog')},
+    'deployment.cluster': 'cluster.tasks',
+    'deployment.training': 'training.loop',
+    'deployment.checkpoints': 'training.checkpoints',
+    'deployment.optimization': 'training.optimization',
+    'deployment.communication': 'deployment.network_traffic',
+    'deployment.sharing': 'deployment.variable_sharing',
+    'deployment.equivalence': 'analysis.equivalence',
+    'image_classifier.parts': 'image_classifier.builders',
+    'image_classifier.runs': 'image_classifier.run_record',
+    'image_classifier.quiet': 'image_classifier.verbosity',
+}
+# Both, with and without PACKAGE: the module of each name.
+ELSEWHERE = {f'{prefix}{name}': f'{PACKAGE}.{real}'
+             for name, real in {**SLIM_ELSEWHERE, **MOVED}.items()
              for prefix in ('', PACKAGE + '.')}
 CONTRIB = 'tensorflow.contrib'
 # The modules of TensorFlow 1's contrib served, by name: slim_deploy's module of each.
@@ -76,8 +102,7 @@ class _Finder:
             real_name = ELSEWHERE[name]
         elif parent is not None and parent.__name__.startswith(PACKAGE + '.'):
             real_name = f'{parent.__name__}.{child}'
-        elif any(finder.find_spec(name, path, target) for finder in sys.meta_path
-                 if finder is not self and hasattr(finder, 'find_spec')):
+        elif self._provided_elsewhere(name, path, target):
             return None  # Another project's: the import system goes on to its finder.
         else:
             real_name = f'{PACKAGE}.{name}'
@@ -91,6 +116,17 @@ class _Finder:
             name, _Alias(real), origin=real.origin,
             is_package=real.submodule_search_locations is not None)
 
+    def _provided_elsewhere(self, name, path, target):
+        """Whether another finder provides module or package `name`; a namespace package (a
+        folder without __init__.py, say a data folder named datasets) does not count, as the
+        import system itself prefers any regular package to one."""
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, 'find_spec'):
+                spec = finder.find_spec(name, path, target)
+                if spec is not None and spec.loader is not None:
+                    return True
+        return False
+
     def _contrib_spec(self, name, path, target):
         """The spec of the stand-in package CONTRIB, or of one of CONTRIB_MODULES inside it;
         None when another finder provides CONTRIB (or has, for a module inside it)."""
@@ -100,16 +136,15 @@ class _Finder:
                 return None
             real = importlib.util.find_spec(CONTRIB_MODULES[name])
             return importlib.util.spec_from_loader(name, _Alias(real), origin=real.origin)
-        if any(finder.find_spec(name, path, target) for finder in sys.meta_path
-               if finder is not self and hasattr(finder, 'find_spec')):
+        if self._provided_elsewhere(name, path, target):
             return None
         return importlib.util.spec_from_loader(name, _StandInLoader(), is_package=True)
 
 
 def _repair_tf_slim():
-    """Repairs tf-slim for the installed TensorFlow (slim_deploy.deployment.compat), right
+    """Repairs tf-slim for the installed TensorFlow (slim_deploy.common.compat), right
     before tf_slim is first imported: in any program of an environment with slim-deploy."""
-    importlib.import_module('slim_deploy.deployment.compat').repair()
+    importlib.import_module('slim_deploy.common.compat').repair()
 
 
 class _Alias:

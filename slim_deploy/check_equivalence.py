@@ -18,16 +18,16 @@ relative noise: how far the single clone lands from itself on the same batch reo
 passes within --atol + --rtol x the reference's size + --noise_margin x the noise; with
 --gradient_compression (collective workers exchanging 16-bit gradients) --rtol defaults to
 their round-off (equivalence.compression_rtol). The work is
-slim_deploy.deployment.equivalence.check.
+slim_deploy.analysis.equivalence.check.
 
 Exit code: 0 'equivalent'; 1 'NOT equivalent' (a bug: the worst variable is named); 3 'NOT
 equivalent, as expected': the net has batch norm and the clones' batches are not the global
 batch (no --sync_batch_norm, or micro-batches), so it cannot agree: no verdict on the
 deployment (--sync_batch_norm without micro-batches gives one); 2 a bad flag.
 """
-from slim_deploy.image_classifier import quiet
+from slim_deploy.image_classifier import verbosity
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 import inspect  # noqa: E402
 import math  # noqa: E402
@@ -35,9 +35,10 @@ import math  # noqa: E402
 from absl import flags  # noqa: E402
 import numpy as np  # noqa: E402
 
-from slim_deploy.deployment import compression, equivalence, model_deploy, training  # noqa: E402
-from slim_deploy.deployment.errors import UsageError  # noqa: E402
-from slim_deploy.image_classifier import cli  # noqa: E402
+from slim_deploy.analysis import equivalence  # noqa: E402
+from slim_deploy.common.errors import UsageError  # noqa: E402
+from slim_deploy.deployment import compression, model_deploy  # noqa: E402
+from slim_deploy.image_classifier import builders, cli  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -116,7 +117,7 @@ def classifier_fn(model_name):
 
     def model_fn(images, labels):
         logits, end_points = network_fn(images, **no_dropout)
-        training.add_classification_losses(logits, end_points, labels, NUM_CLASSES)
+        builders.add_classification_losses(logits, end_points, labels, NUM_CLASSES)
 
     return model_fn, network_fn.default_image_size
 

@@ -25,9 +25,9 @@ embedded 'digits' needs no download: this converts them (into --dataset_dir or t
 default directory) and prints where they are. The other flags are options of one
 converter each (CONVERTER_OPTIONS); giving one for another dataset is an error.
 """
-from slim_deploy.image_classifier import quiet
+from slim_deploy.image_classifier import verbosity
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 import os  # noqa: E402
 
@@ -36,7 +36,7 @@ from absl import flags  # noqa: E402
 from slim_deploy.datasets import (  # noqa: E402  (they define slim's --coco_* flags)
     dataset_factory, download_and_convert_visualwakewords,
     download_and_convert_visualwakewords_lib)
-from slim_deploy.deployment.errors import UsageError  # noqa: E402
+from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.image_classifier import cli  # noqa: E402
 
 FLAGS = flags.FLAGS

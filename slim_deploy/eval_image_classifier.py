@@ -21,9 +21,9 @@ appending one JSON line to eval_dir/metrics.jsonl per checkpoint, until it has e
 the checkpoint of the run's last step or --timeout seconds pass without a new one
 (slim_deploy.image_classifier.evaluate.evaluate_continuously).
 """
-from slim_deploy.image_classifier import quiet
+from slim_deploy.image_classifier import verbosity
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 from slim_deploy.image_classifier import cli, config, evaluate, slim_flags  # noqa: E402
 

@@ -24,9 +24,9 @@ post-training quantization calibrated on --representative_steps examples of the 
 training split. --tflite_io_type=int8 or uint8 makes an int8 model take and give integers.
 The work is slim_deploy.image_classifier.export.export(ExportConfig).
 """
-from slim_deploy.image_classifier import quiet
+from slim_deploy.image_classifier import verbosity
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 from slim_deploy.image_classifier import cli, config, export, slim_flags  # noqa: E402
 

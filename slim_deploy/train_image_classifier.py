@@ -14,13 +14,13 @@ flag; -1, the default, trains in float), for an int8 model from export_inference
 As a task of a cluster, named by TF_CONFIG or --ps_hosts/--worker_hosts/--job_name/--task,
 a ps task serves the variables until SIGTERM, a worker trains through its own server
 (the chief, worker 0, writes train_dir) and an evaluator task evaluates train_dir's
-checkpoints as they appear; `python -m slim_deploy.deployment.launch` runs one locally.
+checkpoints as they appear; `python -m slim_deploy.cluster.launch` runs one locally.
 slim_deploy.image_classifier.roles.run(TrainConfig) does the work of each task; this script turns
 flags into the config.
 """
-from slim_deploy.image_classifier import quiet
+from slim_deploy.image_classifier import verbosity
 
-quiet.start()  # Before TensorFlow is imported.
+verbosity.start()  # Before TensorFlow is imported.
 
 from slim_deploy.image_classifier import cli, config, roles, slim_flags  # noqa: E402
 

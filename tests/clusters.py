@@ -7,7 +7,7 @@ import sys
 
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment import launch
+from slim_deploy.cluster import launch
 from slim_deploy.nets import nets_factory
 from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
 
@@ -17,7 +17,7 @@ LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exite
 def launch_cluster(*options, args, command=TRAIN, timeout=LAUNCH_TIMEOUT_SECS):
     """Runs the launcher with `options` on `command` (a list; default:
     train_image_classifier.py) with `args`; returns (exit code, stdout + stderr)."""
-    result = run([sys.executable, '-m', 'slim_deploy.deployment.launch', *options, '--',
+    result = run([sys.executable, '-m', 'slim_deploy.cluster.launch', *options, '--',
                   *command, *args], cwd=REPO, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
 
@@ -54,7 +54,7 @@ class Cluster:
         """cluster: {job: [address, ...]}; None for 1 ps and 2 workers on free ports (or on
         `hosts`). by_flags: name it with --ps_hosts/--worker_hosts/--job_name/--task, not
         TF_CONFIG. hosts: the emulated_hosts.EmulatedHosts to run task ps:0 on host ps-0,
-        ... (launch.host_names); None: this machine's network. tasks: those to start now
+        ... (launch.emulated_host_names); None: this machine's network. tasks: those to start now
         ('ps:0', ...); None: all."""
         self.hosts = hosts
         self.cluster = cluster or (launch.emulated_cluster_spec(hosts, 1, 2) if hosts else

@@ -17,8 +17,8 @@ import zlib
 
 import numpy as np
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import conversion, dataset_utils
-from slim_deploy.deployment.errors import UsageError
 
 ARCHIVE = 'cifar-10-python.tar.gz'
 URL = 'https://www.cs.toronto.edu/~kriz/' + ARCHIVE

@@ -17,8 +17,8 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_utils
-from slim_deploy.deployment.errors import UsageError
 
 
 def shard_paths(dataset_dir, prefix, split_name, num_shards):

@@ -15,11 +15,11 @@ and slim's get_split built on it.
 """
 import os
 
+from slim_deploy.common import fileio
+from slim_deploy.common.errors import UsageError
+from slim_deploy.common.registry import Registry
 from slim_deploy.datasets import (cifar10, conversion, digits, flowers, imagenet, mnist,
                                   visualwakewords)
-from slim_deploy.deployment import fileio
-from slim_deploy.deployment.errors import UsageError
-from slim_deploy.deployment.registry import Registry
 
 # slim's map of dataset names to their modules, plus the toolkit's embedded 'digits'.
 datasets_map = {module.DATASET_INFO.name: module

@@ -28,9 +28,9 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 from absl import logging
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim's decoder for this TensorFlow)
-from slim_deploy.deployment import fileio
-from slim_deploy.deployment.errors import UsageError
+import slim_deploy.common  # noqa: F401  (repairs tf-slim's decoder for this TensorFlow)
+from slim_deploy.common import fileio
+from slim_deploy.common.errors import UsageError
 
 LABELS_FILENAME = 'labels.txt'
 DOWNLOAD_TIMEOUT = 60  # Seconds a download may stall (connecting or between reads).

@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import conversion, dataset_utils
-from slim_deploy.deployment.errors import UsageError
 
 SPLITS_TO_SIZES = {'train': 1437, 'test': 360}
 NUM_CLASSES = 10

@@ -10,9 +10,9 @@ import os
 
 from absl import flags
 
+from slim_deploy.common import fileio
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_utils, visualwakewords
-from slim_deploy.deployment import fileio
-from slim_deploy.deployment.errors import UsageError
 
 flags.DEFINE_string('coco_train_url', visualwakewords.COCO_TRAIN_URL,
                     'URL of the zip of COCO 2014\'s training images.')

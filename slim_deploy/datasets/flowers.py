@@ -14,8 +14,8 @@ import tarfile
 import tempfile
 import zlib
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import conversion, dataset_utils
-from slim_deploy.deployment.errors import UsageError
 
 ARCHIVE = 'flower_photos.tgz'
 URL = 'https://storage.googleapis.com/download.tensorflow.org/example_images/' + ARCHIVE

@@ -35,8 +35,8 @@ import typing
 import numpy as np
 import tensorflow as tf
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import conversion, dataset_utils
-from slim_deploy.deployment.errors import UsageError
 
 SYNSETS_FILENAME = 'imagenet_lsvrc_2015_synsets.txt'
 METADATA_FILENAME = 'imagenet_metadata.txt'

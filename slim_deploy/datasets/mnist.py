@@ -13,8 +13,8 @@ import zlib
 
 import numpy as np
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import conversion, dataset_utils, digits
-from slim_deploy.deployment.errors import UsageError
 
 URL = 'https://storage.googleapis.com/cvdf-datasets/mnist/'
 SPLITS_TO_SIZES = {'train': 60000, 'test': 10000}

@@ -17,8 +17,8 @@ DATASET_INFO describes the dataset; get_split() gives a split as a tf_slim Datas
 import json
 import os
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import conversion, dataset_utils
-from slim_deploy.deployment.errors import UsageError
 
 COCO_TRAIN_URL = 'http://images.cocodataset.org/zips/train2014.zip'
 COCO_VALIDATION_URL = 'http://images.cocodataset.org/zips/val2014.zip'

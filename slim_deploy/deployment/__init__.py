@@ -1,14 +1,14 @@
-"""slim-deploy: TF-Slim's model_deploy for data-parallel training on current TensorFlow.
+"""TF-Slim's model_deploy and what it needs to build clones.
 
-Importing this package repairs a tf_slim imported before it for the installed TensorFlow
-(slim_deploy's import finder repairs it right before its import otherwise), and makes
-tf.keras and tf.compat.v1.layers resolve to tf-keras, which TF1 graphs need, unless
-TF_USE_LEGACY_KERAS says otherwise (see `compat`); it imports no TensorFlow itself.
+Public (__all__): model_deploy (DeploymentConfig, deploy, create_clones, optimize_clones,
+placement_plan), quantize (tf.contrib.quantize's functions), tflite (a graph to a
+TensorFlow Lite model, and its interpreter), precision (the session settings of a
+precision), ordered_sync (OrderedSyncReplicasOptimizer, for seeded synchronous workers).
+The other modules are model_deploy's parts (variable_sharing, replicas, all_reduce,
+sync_batch_norm, accumulation, compression, network_traffic): internal, named freely.
+
+Importing it repairs tf-slim and prefers tf-keras, as importing slim_deploy.common does.
 """
-import sys
+from slim_deploy import common  # noqa: F401 (imported for its repairs)
 
-from slim_deploy.deployment import compat
-
-if 'tf_slim' in sys.modules:
-    compat.repair()
-compat.prefer_tf_keras()
+__all__ = ['model_deploy', 'ordered_sync', 'precision', 'quantize', 'tflite']

@@ -14,7 +14,7 @@ import math
 
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment.registry import Registry
+from slim_deploy.common.registry import Registry
 
 # --gradient_compression: the dtype gradients cross the network in (None: float32, as
 # computed).
@@ -114,4 +114,3 @@ def across_tasks(grads_and_vars, dtype, device):
             received = tf.IndexedSlices(received, grad.indices, grad.dense_shape)
         result.append((received, var))
     return result
-

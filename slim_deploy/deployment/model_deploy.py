@@ -40,11 +40,11 @@ from typing import Callable
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment import (accumulation, all_reduce, communication, compression,
-                                    quantize, replicas, sharing, sync_batch_norm, watchdog)
+from slim_deploy.common.errors import UsageError, check_int
+from slim_deploy.common.registry import Registry
+from slim_deploy.deployment import (accumulation, all_reduce, compression, network_traffic,
+                                    quantize, replicas, sync_batch_norm, variable_sharing)
 from slim_deploy.deployment import precision as precision_lib
-from slim_deploy.deployment.errors import UsageError
-from slim_deploy.deployment.registry import Registry
 
 __all__ = [
     'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones', 'optimize_clones',
@@ -165,6 +165,8 @@ VARIABLE_UPDATES = Registry('variable_update', {
 # Default pack size of the gradient all-reduces (4 MiB): packs are all-reduced, last layers
 # first, while backprop still computes the first layers' gradients (lenet's 13.1 MB go in 3).
 ALL_REDUCE_PACK_BYTES = 4 << 20
+# Default task_timeout_secs: longer than a network blip, shorter than people wait.
+TASK_TIMEOUT_SECS = 60.0
 # The start-up broadcast waits at least this long, as the other workers may start slower.
 START_TIMEOUT_SECS = 600.0
 
@@ -208,6 +210,18 @@ def _place_pending_variables(graph, config):
             "outside model_fn or use ps_strategy='round_robin'")
 
 
+def local_clone_devices(num_clones, clone_on_cpu):
+    """Devices for the clones and the CPU device count the session needs.
+
+    With GPUs (or clone_on_cpu, slim's all-on-CPU:0 mode) returns (None, None): slim's default
+    devices (DeploymentConfig.clone_device). On a machine without GPUs, clone i runs on its own
+    CPU:i device so the clones run in parallel: returns (['/device:CPU:0', ...], num_clones).
+    """
+    if clone_on_cpu or tf.config.list_physical_devices('GPU'):
+        return None, None
+    return [f'/device:CPU:{i}' for i in range(num_clones)], num_clones
+
+
 class DeploymentConfig:
     """Where a deployment puts its variables, inputs, optimizer and clones.
 
@@ -238,7 +252,7 @@ class DeploymentConfig:
         larger one goes alone; 0: one all-reduce per gradient.
       task_timeout_secs: how long an all-reduce waits for the other workers before
         failing (0: forever); the start-up broadcast waits at least START_TIMEOUT_SECS.
-        Give it to cluster.watchdog too, which ends a task whose ps tasks, chief or
+        Give it to cluster.tasks.watchdog too, which ends a task whose ps tasks, chief or
         fellow workers stop answering (as train_image_classifier.py does).
       is_chief: whether this worker is the chief, whose variables 'collective' mode
         broadcasts at start-up; None: replica_id == 0 (False for worker 0 of a cluster
@@ -250,7 +264,7 @@ class DeploymentConfig:
       precision: the math of the training step, a name in precision.PRECISIONS: 'float32',
         'bfloat16' or 'float16' (mixed precision: variables, losses, batch-norm statistics,
         gradient sums and all-reduces stay float32). The sessions must turn on its graph
-        rewrite (training.session_config(precision=...)); with 'float16' deploy() also
+        rewrite (training.loop.session_config(precision=...)); with 'float16' deploy() also
         scales the loss dynamically (precision.DynamicLossScale).
       xla: compile each clone's forward and backward pass with XLA (its ops that XLA
         can compile, under tf.xla.experimental.jit_scope).
@@ -291,30 +305,20 @@ class DeploymentConfig:
                  clone_devices=None, ps_strategy='round_robin',
                  variable_update='parameter_server',
                  all_reduce_pack_bytes=ALL_REDUCE_PACK_BYTES,
-                 task_timeout_secs=watchdog.TIMEOUT_SECS, is_chief=None,
+                 task_timeout_secs=TASK_TIMEOUT_SECS, is_chief=None,
                  sync_batch_norm=False, precision='float32', xla=False,
                  quantize_delay=None, gradient_compression='none', prefetch_reads=False,
                  seed=None):
-        _check_int('num_clones', num_clones, minimum=1)
-        _check_int('num_replicas', num_replicas, minimum=1)
-        _check_int('replica_id', replica_id, minimum=0)
-        _check_int('num_ps_tasks', num_ps_tasks, minimum=0)
-        if replica_id >= num_replicas:
-            raise ValueError(f'replica_id must be less than num_replicas={num_replicas}, '
-                             f'got {replica_id!r}')
-        _check_int('all_reduce_pack_bytes', all_reduce_pack_bytes, minimum=0)
-        if (isinstance(task_timeout_secs, bool) or
-                not isinstance(task_timeout_secs, (int, float)) or
-                not task_timeout_secs >= 0):
-            raise ValueError(f'task_timeout_secs must be a number >= 0, got '
-                             f'{task_timeout_secs!r}')
-        if variable_update not in VARIABLE_UPDATES:
-            raise ValueError(f'variable_update must be one of {VARIABLE_UPDATES.names}, '
-                             f'got {variable_update!r}')
-        problem = variable_update_problem(variable_update, num_replicas, num_ps_tasks,
-                                          lambda name, value: f'{name}={value!r}')
-        if problem:
-            raise ValueError(problem)
+        # Counts, ids and sizes.
+        _check_numbers(num_clones=num_clones, num_replicas=num_replicas, replica_id=replica_id,
+                       num_ps_tasks=num_ps_tasks, all_reduce_pack_bytes=all_reduce_pack_bytes,
+                       task_timeout_secs=task_timeout_secs, quantize_delay=quantize_delay,
+                       seed=seed)
+        # Each choice one of its registry's names, or a bool.
+        _check_choices(variable_update=variable_update, ps_strategy=ps_strategy,
+                       precision=precision, gradient_compression=gradient_compression,
+                       sync_batch_norm=sync_batch_norm, xla=xla, prefetch_reads=prefetch_reads)
+        # Where the tasks and clones are.
         if num_replicas > 1 or num_ps_tasks > 0:
             for name, value in (('worker_job_name', worker_job_name),
                                 ('ps_job_name', ps_job_name)):
@@ -326,50 +330,19 @@ class DeploymentConfig:
             if len(clone_devices) != num_clones:
                 raise ValueError(f'clone_devices must list one device per clone '
                                  f'(num_clones={num_clones}), got {list(clone_devices)!r}')
-        if not isinstance(sync_batch_norm, bool):
-            raise ValueError(f'sync_batch_norm must be True or False, got {sync_batch_norm!r}')
-        setting = all_reducing_setting(variable_update, sync_batch_norm,
-                                       lambda name, value: f'{name}={value!r}')
-        if setting and num_clones > 1:
-            devices = clone_devices or ((('/device:CPU:0',) * num_clones) if clone_on_cpu
-                                        else ())
-            if len(set(devices)) < len(devices):
-                raise ValueError(f'{setting} all-reduces between the clones, which must sit '
-                                 f'on distinct devices; got {list(devices)} (clone_on_cpu '
-                                 'puts them all on CPU:0)')
-        if ps_strategy not in PS_STRATEGIES:
-            raise ValueError(f'ps_strategy must be one of {PS_STRATEGIES.names}, '
-                             f'got {ps_strategy!r}')
-        if precision not in precision_lib.PRECISIONS:
-            raise ValueError(f'precision must be one of {precision_lib.PRECISIONS.names}, '
-                             f'got {precision!r}')
-        if not isinstance(xla, bool):
-            raise ValueError(f'xla must be True or False, got {xla!r}')
-        if quantize_delay is not None:
-            if (isinstance(quantize_delay, bool) or not isinstance(quantize_delay, int) or
-                    quantize_delay < 0):
-                raise ValueError('quantize_delay must be None (no quantization) or an integer '
-                                 f'>= 0, the global step it starts at, got {quantize_delay!r}')
-            if sync_batch_norm:
-                raise ValueError("quantize_delay cannot go with sync_batch_norm=True: the "
-                                 "quantization rewrite folds each clone's batch norm with "
-                                 'the statistics of its own batch')
-        if gradient_compression not in compression.COMPRESSIONS:
-            raise ValueError('gradient_compression must be one of '
-                             f'{compression.COMPRESSIONS.names}, got {gradient_compression!r}')
-        problem = gradient_compression_problem(
-            gradient_compression, variable_update, num_ps_tasks,
-            lambda name, value: f'{name}={value!r}')
-        if problem:
-            raise ValueError(problem)
-        if not isinstance(prefetch_reads, bool):
-            raise ValueError(f'prefetch_reads must be True or False, got {prefetch_reads!r}')
-        problem = prefetch_reads_problem(prefetch_reads, variable_update, num_ps_tasks,
-                                         lambda name, value: f'{name}={value!r}')
-        if problem:
-            raise ValueError(problem)
-        if seed is not None:
-            _check_int('seed', seed, minimum=0)
+        # The settings that cannot combine (the flags check the same functions).
+        for problem in (
+                variable_update_problem(variable_update, num_replicas, num_ps_tasks,
+                                        _as_parameter),
+                gradient_compression_problem(gradient_compression, variable_update,
+                                             num_ps_tasks, _as_parameter),
+                prefetch_reads_problem(prefetch_reads, variable_update, num_ps_tasks,
+                                       _as_parameter),
+                distinct_devices_problem(variable_update, sync_batch_norm, num_clones,
+                                         clone_on_cpu, clone_devices, _as_parameter),
+                quantize_delay_problem(quantize_delay, sync_batch_norm, _as_parameter)):
+            if problem:
+                raise ValueError(problem)
         self._num_clones = num_clones
         self._clone_on_cpu = clone_on_cpu
         self._replica_id = replica_id
@@ -562,20 +535,97 @@ def prefetch_reads_problem(prefetch_reads, variable_update, num_ps_tasks, show):
             f'{show("variable_update", "parameter_server")} and ps tasks')
 
 
-def all_reducing_setting(variable_update, sync_batch_norm, show):
-    """The setting that makes the clones all-reduce between them, and so sit on distinct
-    devices, as show(name, value) shows it: variable_update when replicated, else
-    sync_batch_norm when True; None when neither does."""
+def distinct_devices_problem(variable_update, sync_batch_norm, num_clones, clone_on_cpu,
+                             clone_devices, show):
+    """What is wrong with the clones' devices, as a message, when the clones all-reduce
+    between them (variable_update not parameter_server, or sync_batch_norm) and so must sit on
+    distinct devices; None if nothing. clone_devices: one device per clone, or None for the
+    defaults (CPU:0 for all with clone_on_cpu). show: as variable_update_problem's, also for
+    'sync_batch_norm' and 'clone_on_cpu'."""
     if variable_update != 'parameter_server':
-        return show('variable_update', variable_update)
-    if sync_batch_norm:
-        return show('sync_batch_norm', True)
+        setting = show('variable_update', variable_update)
+    elif sync_batch_norm:
+        setting = show('sync_batch_norm', True)
+    else:
+        return None
+    if clone_devices is None and clone_on_cpu and num_clones > 1:
+        return (f'{setting} all-reduces between the clones, which must sit on distinct '
+                f'devices, but {show("clone_on_cpu", True)} puts all {num_clones} on CPU:0')
+    if clone_devices is not None and len(set(clone_devices)) < len(clone_devices):
+        return (f'{setting} all-reduces between the clones, which must sit on distinct '
+                f'devices; got {list(clone_devices)}')
     return None
 
 
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
+def quantize_delay_problem(quantize_delay, sync_batch_norm, show):
+    """What is wrong with quantization-aware training from global step `quantize_delay`
+    (None: none) with `sync_batch_norm`, as a message; None if nothing. show: as
+    variable_update_problem's, for 'quantize_delay' and 'sync_batch_norm'."""
+    if quantize_delay is None or quantize_delay < 0 or not sync_batch_norm:
+        return None
+    return (f'{show("quantize_delay", quantize_delay)} cannot go with '
+            f'{show("sync_batch_norm", True)}: the quantization rewrite folds each clone\'s '
+            'batch norm into its weights with the statistics of its own batch')
+
+
+def sync_replicas_problem(precision, prefetch_reads, show):
+    """What keeps synchronous replicas (a SyncReplicasOptimizer, --sync_replicas) from
+    running with `precision` (a name in PRECISIONS) and `prefetch_reads`, as a message; None
+    if nothing. show: as variable_update_problem's, also for 'sync_replicas', 'precision' and
+    'prefetch_reads'."""
+    sync = show('sync_replicas', True)
+    if prefetch_reads:
+        return (f'{show("prefetch_reads", True)} cannot go with {sync}: synchronous workers '
+                'read the variables after each update, and a gradient of values read before '
+                'it is dropped as stale; prefetch with asynchronous workers')
+    if precision_lib.PRECISIONS[precision].loss_scaling:
+        return (f'{show("precision", precision)} cannot go with {sync}: the chief applies the '
+                'aggregated gradients, which dynamic loss scaling cannot skip; use bfloat16 '
+                'or asynchronous workers')
+    return None
+
+
+def _as_parameter(name, value):
+    """A setting as DeploymentConfig and deploy() name it in messages: 'num_clones=2'."""
+    if name == 'sync_replicas':
+        return 'a SyncReplicasOptimizer'
+    return f'{name}={value!r}'
+
+
+def _check_numbers(num_clones, num_replicas, replica_id, num_ps_tasks, all_reduce_pack_bytes,
+                   task_timeout_secs, quantize_delay, seed):
+    """Raises ValueError unless each of DeploymentConfig's numbers is in its range."""
+    check_int('num_clones', num_clones, 1)
+    check_int('num_replicas', num_replicas, 1)
+    check_int('replica_id', replica_id, 0)
+    check_int('num_ps_tasks', num_ps_tasks, 0)
+    if replica_id >= num_replicas:
+        raise ValueError(f'replica_id must be less than num_replicas={num_replicas}, '
+                         f'got {replica_id!r}')
+    check_int('all_reduce_pack_bytes', all_reduce_pack_bytes, 0)
+    if (isinstance(task_timeout_secs, bool) or
+            not isinstance(task_timeout_secs, (int, float)) or not task_timeout_secs >= 0):
+        raise ValueError(f'task_timeout_secs must be a number >= 0, got {task_timeout_secs!r}')
+    if quantize_delay is not None and (isinstance(quantize_delay, bool) or
+                                       not isinstance(quantize_delay, int) or quantize_delay < 0):
+        raise ValueError('quantize_delay must be None (no quantization) or an integer >= 0, '
+                         f'the global step it starts at, got {quantize_delay!r}')
+    check_int('seed', seed, 0, none_ok=True)
+
+
+def _check_choices(variable_update, ps_strategy, precision, gradient_compression, **flags):
+    """Raises ValueError unless each choice of DeploymentConfig is a name of its registry and
+    each of `flags` True or False."""
+    for name, value, registry in (
+            ('variable_update', variable_update, VARIABLE_UPDATES),
+            ('ps_strategy', ps_strategy, PS_STRATEGIES),
+            ('precision', precision, precision_lib.PRECISIONS),
+            ('gradient_compression', gradient_compression, compression.COMPRESSIONS)):
+        if value not in registry:
+            raise ValueError(f'{name} must be one of {registry.names}, got {value!r}')
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f'{name} must be True or False, got {value!r}')
 
 
 def _require_graph_mode(function_name):
@@ -597,7 +647,7 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
     (full duplex): the plan then ends with what a step of the graph's 'train_op' moves
     through each worker's link and each ps task's, in and out, the least time that takes,
     the bottleneck and, when a ps task is, how many ps tasks would not be (see
-    slim_deploy.deployment.communication). Needs the graph. fetches: what a step runs, when more
+    slim_deploy.deployment.network_traffic). Needs the graph. fetches: what a step runs, when more
     than the graph's 'train_op' (None: just that).
     """
     devices = config._variable_devices()
@@ -644,20 +694,20 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
                     f'copy {task}' if config.replicated else 'local')
             plural = '' if count == 1 else 's'
             rows.append((role, f'{device}  {count} variable{plural}, '
-                               f'{communication.human_bytes(size)} ({size:,} bytes)'))
+                               f'{network_traffic.human_bytes(size)} ({size:,} bytes)'))
         if config.replicated:
             reduces = sum(op.type == 'CollectiveReduce' and op.device == devices[0]
                           for op in graph.get_operations())
-            pack = communication.human_bytes(config.all_reduce_pack_bytes)
+            pack = network_traffic.human_bytes(config.all_reduce_pack_bytes)
             rows.append(('all-reduces', f'{reduces} per step on each member (gradients packed '
                                         f'up to {pack})'))
     if link_gbps is not None:
-        communication.check_link_gbps(link_gbps)
+        network_traffic.check_link_gbps(link_gbps)
         if graph is None:
             raise ValueError('placement_plan needs the graph to estimate the network time of '
                              'a step (link_gbps)')
-        rows += communication.plan_rows(communication.step_traffic(graph, config, fetches),
-                                        link_gbps)
+        rows += network_traffic.plan_rows(network_traffic.step_traffic(graph, config, fetches),
+                                          link_gbps)
     width = max(len(role) for role, _ in rows)
     return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
 
@@ -686,7 +736,7 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     exist: largest first onto the PS task holding the fewest bytes (variables already on
     the tasks count), with the ops colocated with them. With PS tasks, each trainable
     variable model_fn makes is read once per step where config.caching_device() places it,
-    the worker's CPU, for every clone and regularizer (see sharing.caching_reads), so it
+    the worker's CPU, for every clone and regularizer (see variable_sharing.caching_reads), so it
     crosses the network once per step whatever the number of clones. When replicated,
     clone 0 makes the variables on its device and each other clone a copy of the trainable
     ones on its own (see slim_deploy.deployment.replicas). With sync_batch_norm, the batch norms of
@@ -709,13 +759,14 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     copies = _replicas(config, group) if config.replicated else None
     batch_norms = (sync_batch_norm.SyncBatchNorm(group)
                    if config.sync_batch_norm and group.size > 1 else None)
-    variables = sharing.CloneVariables([config.clone_scope(i) for i in range(config.num_clones)])
+    variables = variable_sharing.CloneVariables(
+        [config.clone_scope(i) for i in range(config.num_clones)])
     clones = []
     # With 16-bit math and gradients, the reads from the ps tasks cross in 16 bits too.
     read_dtype = (compression.wire_dtype(config.gradient_compression)
                   if config.precision != 'float32' else None)
-    with sharing.caching_reads(config.caching_device(), read_dtype,
-                               config.clone_scope(0) if config.prefetch_reads else None):
+    with variable_sharing.caching_reads(config.caching_device(), read_dtype,
+                                        config.clone_scope(0) if config.prefetch_reads else None):
         for i in range(config.num_clones):
             with tf.name_scope(config.clone_scope(i)) as clone_scope:
                 clone_device = config.clone_device(i)
@@ -843,9 +894,9 @@ def optimize_clones(clones, optimizer, regularization_losses=None, *,
       variables.
     """
     _require_graph_mode('optimize_clones')
-    _check_int('gradient_accumulation_steps', gradient_accumulation_steps, minimum=1)
+    check_int('gradient_accumulation_steps', gradient_accumulation_steps, 1)
     losses = _gather_clones_losses(clones, regularization_losses)
-    copies = replicas.of(clones)
+    copies = replicas.of_clones(clones)
     var_lists = (copies.var_lists(kwargs.pop('var_list', None)) if copies
                  else [kwargs.pop('var_list', None)] * len(clones))
     clones_grads = []
@@ -920,76 +971,40 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     when deploy returns) to every worker and sets every copy from them.
     """
     _require_graph_mode('deploy')
-    _check_int('gradient_accumulation_steps', gradient_accumulation_steps, minimum=1)
-    if gradient_accumulation_steps > 1 and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+    check_int('gradient_accumulation_steps', gradient_accumulation_steps, 1)
+    sync_replicas = isinstance(optimizer, tf.train.SyncReplicasOptimizer)
+    if gradient_accumulation_steps > 1 and sync_replicas:
         raise ValueError('gradient_accumulation_steps with a SyncReplicasOptimizer: it '
                          'aggregates gradients itself; give it replicas_to_aggregate x '
                          f'{gradient_accumulation_steps} instead')
-    loss_scaling = precision_lib.PRECISIONS[config.precision].loss_scaling
-    if config.prefetch_reads and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
-        raise ValueError('prefetch_reads=True with a SyncReplicasOptimizer: its workers read '
-                         'the variables after each update, and a gradient of values read '
-                         'before it would be dropped as stale; prefetch with asynchronous '
-                         'workers')
-    if loss_scaling and isinstance(optimizer, tf.train.SyncReplicasOptimizer):
-        raise ValueError(f'precision={config.precision!r} with a SyncReplicasOptimizer: '
-                         'the chief applies the aggregated gradients, which dynamic loss '
-                         'scaling cannot skip; use bfloat16 or asynchronous workers')
+    problem = sync_replicas and sync_replicas_problem(config.precision, config.prefetch_reads,
+                                                      _as_parameter)
+    if problem:
+        raise ValueError(problem)
     if config.seed is not None:
         _make_reproducible(config, optimizer)
+
+    # Gather the summaries that exist before the clones.
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
+
+    # Create the clones.
     clones = create_clones(config, model_fn, args, kwargs)
-    copies = replicas.of(clones)
     first_clone = clones[0]
-    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
 
     train_op = total_loss = loss_scale = None
     with tf.device(config.optimizer_device()):
         if optimizer:
-            with tf.device(config.variables_device()):
-                global_step = tf.train.get_or_create_global_step()
-            if config.quantize_delay is not None:
-                quantize.create_training_graph(quant_delay=config.quantize_delay)
-            if callable(var_list):
-                var_list = var_list()
-            loss_scale = precision_lib.DynamicLossScale() if loss_scaling else None
-            total_loss, clones_gradients = optimize_clones(
-                clones, optimizer, var_list=var_list,
-                gradient_accumulation_steps=gradient_accumulation_steps,
-                loss_scale=loss_scale)
-            if summarize_gradients:
-                summaries.update(_add_gradients_summaries(
-                    [(g, v) for g, v in clones_gradients if not copies or copies.is_canonical(v)]))
-
-            if gradient_accumulation_steps > 1 or loss_scale:
-                _require_resource_variables(
-                    clones_gradients, f'gradient_accumulation_steps={gradient_accumulation_steps}'
-                    if gradient_accumulation_steps > 1 else f'precision={config.precision!r}')
-
-            def update(grads_and_vars):  # Replicas compress in their all-reduce.
-                return optimizer.apply_gradients(
-                    grads_and_vars if copies else compression.across_tasks(
-                        grads_and_vars, compression.wire_dtype(config.gradient_compression),
-                        config.optimizer_device()),
-                    global_step=global_step)
-
-            def apply(grads_and_vars):  # Loss scaling skips it if a gradient is not finite.
-                return (loss_scale.apply_if_finite(grads_and_vars, update) if loss_scale
-                        else update(grads_and_vars))
-
-            # Around apply_every's tf.cond: optimizers make their slots outside the branch
-            # (under tf.init_scope), where this variable scope applies.
-            with copies.copying_slots() if copies else contextlib.nullcontext():
-                grad_updates = (apply(clones_gradients) if gradient_accumulation_steps == 1
-                                else accumulation.apply_every(gradient_accumulation_steps,
-                                                              clones_gradients, apply))
-            with tf.control_dependencies([grad_updates, *update_ops]):
-                train_op = tf.identity(total_loss, name='train_op')
+            # Compute, sum and apply the clones' gradients: the training step.
+            train_op, total_loss, loss_scale = _training_step(
+                config, clones, optimizer, summaries, summarize_gradients, var_list,
+                gradient_accumulation_steps)
         else:
+            # Only the losses, for evaluation.
             if config.quantize_delay is not None:
                 quantize.create_eval_graph()
             total_loss = _total_loss(_gather_clones_losses(clones))
 
+        # Add the first clone's summaries and the losses', and merge them all.
         summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
         if total_loss is not None:
             summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
@@ -997,6 +1012,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             summaries.add(tf.summary.scalar('loss_scale', loss_scale.scale))
         summary_op = tf.summary.merge(sorted(summaries, key=lambda t: t.name),
                                       name='summary_op') if summaries else None
+
+    # Replicas across workers start from the chief's values.
+    copies = replicas.of_clones(clones)
     if copies and config.num_replicas > 1:
         _set_local_init_op(copies.sync_op(all_reduce.Group(
             size=config.num_replicas, local_devices=(config.clone_device(0),),
@@ -1004,6 +1022,53 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             timeout_secs=config.task_timeout_secs and max(
                 config.task_timeout_secs, START_TIMEOUT_SECS))))
     return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _training_step(config, clones, optimizer, summaries, summarize_gradients, var_list,
+                   gradient_accumulation_steps):
+    """deploy()'s training step: (train_op, total_loss, the DynamicLossScale or None). Adds
+    the gradient summaries to `summaries` when summarize_gradients."""
+    copies = replicas.of_clones(clones)
+    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, clones[0].scope)
+    with tf.device(config.variables_device()):
+        global_step = tf.train.get_or_create_global_step()
+    if config.quantize_delay is not None:
+        quantize.create_training_graph(quant_delay=config.quantize_delay)
+    if callable(var_list):
+        var_list = var_list()
+    loss_scaling = precision_lib.PRECISIONS[config.precision].loss_scaling
+    loss_scale = precision_lib.DynamicLossScale() if loss_scaling else None
+    total_loss, clones_gradients = optimize_clones(
+        clones, optimizer, var_list=var_list,
+        gradient_accumulation_steps=gradient_accumulation_steps, loss_scale=loss_scale)
+    if summarize_gradients:
+        summaries.update(_add_gradients_summaries(
+            [(g, v) for g, v in clones_gradients if not copies or copies.is_canonical(v)]))
+    if gradient_accumulation_steps > 1 or loss_scale:
+        _require_resource_variables(
+            clones_gradients, f'gradient_accumulation_steps={gradient_accumulation_steps}'
+            if gradient_accumulation_steps > 1 else f'precision={config.precision!r}')
+
+    def update(grads_and_vars):  # Replicas compress in their all-reduce.
+        return optimizer.apply_gradients(
+            grads_and_vars if copies else compression.across_tasks(
+                grads_and_vars, compression.wire_dtype(config.gradient_compression),
+                config.optimizer_device()),
+            global_step=global_step)
+
+    def apply(grads_and_vars):  # Loss scaling skips it if a gradient is not finite.
+        return (loss_scale.apply_if_finite(grads_and_vars, update) if loss_scale
+                else update(grads_and_vars))
+
+    # Around apply_every's tf.cond: optimizers make their slots outside the branch
+    # (under tf.init_scope), where this variable scope applies.
+    with copies.copying_slots() if copies else contextlib.nullcontext():
+        grad_updates = (apply(clones_gradients) if gradient_accumulation_steps == 1
+                        else accumulation.apply_every(gradient_accumulation_steps,
+                                                      clones_gradients, apply))
+    with tf.control_dependencies([grad_updates, *update_ops]):
+        train_op = tf.identity(total_loss, name='train_op')
+    return train_op, total_loss, loss_scale
 
 
 def _make_reproducible(config, optimizer):

@@ -9,7 +9,7 @@ in queues of its own:
 
   - worker i puts each micro-batch's gradients into its own queue on each ps task (its
     gradients of the variables there), then takes a token from its own token queue;
-  - an update (the chief's aggregation, training.SyncReplicasHook runs it) takes K
+  - an update (the chief's aggregation, training.loop.SyncReplicasHook runs it) takes K
     gradients from every worker's queues, worker 0's first, sums them in that order, applies
     their mean, then puts K tokens into every worker's token queue.
 
@@ -21,7 +21,7 @@ them.
 """
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment.errors import UsageError
+from slim_deploy.common.errors import UsageError
 
 
 class OrderedSyncReplicasOptimizer(tf.train.SyncReplicasOptimizer):

@@ -14,7 +14,7 @@ import dataclasses
 import tensorflow.compat.v1 as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
-from slim_deploy.deployment.registry import Registry
+from slim_deploy.common.registry import Registry
 
 # A graph collection holding the DynamicLossScale's scale and skipped-update count.
 LOSS_SCALE = 'loss_scale'

@@ -1,16 +1,16 @@
 """Replicated variables: each clone's device holds its own copy of every trainable variable,
 the clones' gradients are all-reduced and every copy applies the same update.
 
-create_clones builds every clone on clone 0's variables (see slim_deploy.deployment.sharing), the
-canonical ones, under the names parameter-server mode gives them (and slim's checkpoints
-have). Then localize() gives clone i > 0 a copy of each trainable variable its ops read,
-named 'clone_i/<name>', on its own device, and makes those ops read the copy: whatever
-made the variable (tf.get_variable, Keras, tf.Variable, a model built before the clones).
-Copies, and their optimizer slots, are local variables initialized from the canonical
-values (after those are initialized or restored), so checkpoints, tf.global_variables(),
-tf.trainable_variables(), slim.get_model_variables() and everything built from them
-(savers, moving averages, summaries, fine-tuning) see the canonical variables only.
-Non-trainable variables (batch norm's moving statistics) are not copied: the clones share
+create_clones builds every clone on clone 0's variables (see
+slim_deploy.deployment.variable_sharing), the canonical ones, under the names parameter-server
+mode gives them (and slim's checkpoints have). Then localize() gives clone i > 0 a copy of each
+trainable variable its ops read, named 'clone_i/<name>', on its own device, and makes those ops
+read the copy: whatever made the variable (tf.get_variable, Keras, tf.Variable, a model built
+before the clones). Copies, and their optimizer slots, are local variables initialized from the
+canonical values (after those are initialized or restored), so checkpoints,
+tf.global_variables(), tf.trainable_variables(), slim.get_model_variables() and everything
+built from them (savers, moving averages, summaries, fine-tuning) see the canonical variables
+only. Non-trainable variables (batch norm's moving statistics) are not copied: the clones share
 clone 0's, as in parameter-server mode.
 """
 import contextlib
@@ -18,14 +18,14 @@ import weakref
 
 import tensorflow.compat.v1 as tf
 
+from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import all_reduce
-from slim_deploy.deployment.errors import UsageError
 
 # graph -> {clone scopes: Replicas}, for optimize_clones to find those of its clones.
 _REPLICAS = weakref.WeakKeyDictionary()
 
 
-def of(clones):
+def of_clones(clones):
     """The Replicas that create_clones made for `clones`, or None (parameter-server mode)."""
     return _REPLICAS.get(tf.get_default_graph(), {}).get(tuple(c.scope for c in clones))
 

@@ -28,9 +28,9 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 from tensorflow.lite.tools import flatbuffer_utils
 
-from slim_deploy.deployment import native_stderr
-from slim_deploy.deployment.errors import UsageError
-from slim_deploy.deployment.registry import Registry
+from slim_deploy.common import native_stderr
+from slim_deploy.common.errors import UsageError
+from slim_deploy.common.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,4 +278,3 @@ def _without_noise():
             yield
     finally:
         absl_logger.removeFilter(_not_logged_noise)
-

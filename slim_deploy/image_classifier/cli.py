@@ -7,21 +7,21 @@ import sys
 
 from absl import app, flags
 
-from slim_deploy.deployment.errors import ClusterError, Interrupted, UsageError
-from slim_deploy.image_classifier import quiet
+from slim_deploy.common.errors import ClusterError, Interrupted, UsageError
+from slim_deploy.image_classifier import verbosity
 
 
 def run(main, module_name):
     """absl's app.run(main), with --help listing the flags of module `module_name` also when
     it runs as an installed console command (absl lists those of the module named argv[0]),
-    and logging set up by quiet.configure_logging from the parsed --verbosity before main.
+    and logging set up by verbosity.configure_logging from the parsed --verbosity before main.
     Other exceptions than flag errors, UsageError, ClusterError and Interrupted keep their
     traceback (exit code 1)."""
     for flag in flags.FLAGS.get_key_flags_for_module(module_name):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
     def logged_main(argv):
-        quiet.configure_logging(flags.FLAGS.verbosity)
+        verbosity.configure_logging(flags.FLAGS.verbosity)
         try:
             return main(argv)
         except UsageError as e:

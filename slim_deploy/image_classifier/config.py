@@ -18,13 +18,14 @@ import math
 import types
 import typing
 
+from slim_deploy.cluster import shape, tasks
+from slim_deploy.common.errors import UsageError, check_int
 from slim_deploy.datasets import dataset_factory
-from slim_deploy.deployment import (checkpoints, cluster, compression, model_deploy, optimization,
-                                    tflite, training, watchdog)
+from slim_deploy.deployment import compression, model_deploy, tflite
 from slim_deploy.deployment.precision import PRECISIONS
-from slim_deploy.deployment.errors import UsageError
 from slim_deploy.nets import nets_factory
 from slim_deploy.preprocessing import preprocessing_factory
+from slim_deploy.training import checkpoints, loop, optimization
 
 
 def setting(default, help_text, aliases=()):
@@ -39,11 +40,11 @@ def _group(group_class, **overrides):
                              metadata={'overrides': overrides})
 
 
-def _check_int(flag, value, minimum, none_ok=False):
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f'--{flag} must be an integer >= {minimum}, got {value!r}')
+def _as_flag(name, value):
+    """A setting as the flags name it in messages: '--worker_replicas=2', '--sync_replicas'
+    (model_deploy's num_replicas is --worker_replicas)."""
+    name = {'num_replicas': 'worker_replicas'}.get(name, name)
+    return f'--{name}' if value is True else f'--{name}={value}'
 
 
 def _check_number(flag, value, below=None, positive=False, none_ok=False):
@@ -63,7 +64,7 @@ def _check_number(flag, value, below=None, positive=False, none_ok=False):
 def num_classes(dataset_name, labels_offset):
     """Classes the model predicts: the dataset's minus labels_offset (>= 1)."""
     info = dataset_factory.get_info(dataset_name)
-    _check_int('labels_offset', labels_offset, 0)
+    check_int('--labels_offset', labels_offset, 0, UsageError)
     if labels_offset >= info.num_classes:
         raise UsageError(f'--labels_offset={labels_offset} leaves no class of dataset '
                          f'{dataset_name!r}, which has {info.num_classes}')
@@ -99,7 +100,7 @@ class DataConfig:
         dataset_factory.get_info(self.dataset_name).num_samples(self.dataset_split_name)
         num_classes(self.dataset_name, self.labels_offset)
         for flag in ('batch_size', 'num_readers', 'num_preprocessing_threads'):
-            _check_int(flag, getattr(self, flag), 1)
+            check_int(f'--{flag}', getattr(self, flag), 1, UsageError)
 
     @property
     def num_classes(self):
@@ -143,7 +144,7 @@ class DevicesConfig:
     xla: bool = setting(False, "Compile each clone's forward and backward pass with XLA.")
 
     def __post_init__(self):
-        _check_int('num_clones', self.num_clones, 1)
+        check_int('--num_clones', self.num_clones, 1, UsageError)
         PRECISIONS.check(self.precision)
 
 
@@ -184,8 +185,8 @@ class OptimizationConfig:
         optimization.OPTIMIZERS.check(self.optimizer)
         optimization.LEARNING_RATE_DECAY_TYPES.check(self.learning_rate_decay_type)
         optimization.LEARNING_RATE_SCALINGS.check(self.learning_rate_scaling)
-        _check_int('base_batch_size', self.base_batch_size, 1)
-        _check_int('gradient_accumulation_steps', self.gradient_accumulation_steps, 1)
+        check_int('--base_batch_size', self.base_batch_size, 1, UsageError)
+        check_int('--gradient_accumulation_steps', self.gradient_accumulation_steps, 1, UsageError)
         for flag in ('learning_rate', 'end_learning_rate', 'weight_decay', 'warmup_epochs',
                      'warmup_learning_rate'):
             _check_number(flag, getattr(self, flag))
@@ -253,12 +254,13 @@ class ClusterConfig:
                'reads overlap the gradients on the wire, and each step computes with values '
                'one step older.')
     task_timeout_secs: float = setting(
-        watchdog.TIMEOUT_SECS, 'Seconds a task this one needs (the ps tasks; the chief, while '
-        'it initializes and, with --sync_replicas, always; every worker with '
-        '--variable_update=collective or --replicas_to_aggregate equal to the workers) may go '
-        'without answering (a busy task answers, a lost or cut-off host does not) before this '
-        'task exits with code 75 naming it, for a restart to resume from the last checkpoint; '
-        'also the longest a collective all-reduce waits for the other workers. 0: forever.',
+        model_deploy.TASK_TIMEOUT_SECS,
+        'Seconds a task this one needs (the ps tasks; the chief, while it initializes and, with'
+        ' --sync_replicas, always; every worker with --variable_update=collective or '
+        '--replicas_to_aggregate equal to the workers) may go without answering (a busy task '
+        'answers, a lost or cut-off host does not) before this task exits with code 75 naming '
+        'it, for a restart to resume from the last checkpoint; also the longest a collective '
+        'all-reduce waits for the other workers. 0: forever.',
         aliases=('collective_timeout_secs',))
     sync_batch_norm: bool = setting(
         False, "Batch norm normalizes with the mean and variance of the global batch (every "
@@ -271,14 +273,14 @@ class ClusterConfig:
               'None: no network estimate.')
     tf_config: str | None = dataclasses.field(default=None, metadata={'flag': False})
     job_completion_index: str | None = dataclasses.field(default=None, metadata={'flag': False})
-    cluster_task: cluster.ClusterTask | None = dataclasses.field(
+    cluster_task: tasks.ClusterTask | None = dataclasses.field(
         default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
         model_deploy.PS_STRATEGIES.check(self.ps_strategy)
         model_deploy.VARIABLE_UPDATES.check(self.variable_update)
         compression.COMPRESSIONS.check(self.gradient_compression)
-        _check_int('all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0)
+        check_int('--all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0, UsageError)
         _check_number('task_timeout_secs', self.task_timeout_secs)
         _check_number('link_gbps', self.link_gbps, positive=True, none_ok=True)
         task = self._named_task()
@@ -296,54 +298,44 @@ class ClusterConfig:
             elif task and given != value:
                 raise UsageError(f'--{flag}={given} disagrees with the cluster, where it is '
                                  f'{value} ({task.task_type}:{task.task_index})')
-        _check_int('worker_replicas', self.worker_replicas, 1)
-        _check_int('num_ps_tasks', self.num_ps_tasks, 0)
-        _check_int('replicas_to_aggregate', self.replicas_to_aggregate, 1)
+        check_int('--worker_replicas', self.worker_replicas, 1, UsageError)
+        check_int('--num_ps_tasks', self.num_ps_tasks, 0, UsageError)
+        check_int('--replicas_to_aggregate', self.replicas_to_aggregate, 1, UsageError)
         if self.is_ps or self.is_evaluator:
             return
         if not 0 <= self.task < self.worker_replicas:
             raise UsageError(f'--task must be in [0, --worker_replicas={self.worker_replicas}), '
                              f'got {self.task}')
         self._check_variable_update()
-        if self.sync_replicas and self.worker_replicas < 2:
-            raise UsageError('--sync_replicas needs --worker_replicas > 1, got '
-                             f'{self.worker_replicas}')
-        if self.sync_replicas and self.replicas_to_aggregate > self.worker_replicas:
-            raise UsageError(f'--replicas_to_aggregate={self.replicas_to_aggregate} exceeds '
-                             f'--worker_replicas={self.worker_replicas}')
+        problem = shape.workers_problem(self.worker_replicas, self.sync_replicas,
+                                        self.replicas_to_aggregate)
+        if problem:
+            raise UsageError(problem)
 
     def _check_variable_update(self):
         """UsageError unless variable_update fits the replicas and ps tasks."""
-        flags = {'num_replicas': 'worker_replicas'}
-        problem = model_deploy.variable_update_problem(
-            self.variable_update, self.worker_replicas, self.num_ps_tasks,
-            lambda name, value: f'--{flags.get(name, name)}={value}')
-        if not problem:
-            problem = model_deploy.gradient_compression_problem(
-                self.gradient_compression, self.variable_update, self.num_ps_tasks,
-                lambda name, value: f'--{flags.get(name, name)}={value}')
-        if not problem:
-            problem = model_deploy.prefetch_reads_problem(
-                self.prefetch_reads, self.variable_update, self.num_ps_tasks,
-                lambda name, value: f'--{flags.get(name, name)}={value}')
-        if problem:
-            raise UsageError(problem)
+        for problem in (
+                model_deploy.variable_update_problem(
+                    self.variable_update, self.worker_replicas, self.num_ps_tasks, _as_flag),
+                model_deploy.gradient_compression_problem(
+                    self.gradient_compression, self.variable_update, self.num_ps_tasks,
+                    _as_flag),
+                model_deploy.prefetch_reads_problem(
+                    self.prefetch_reads, self.variable_update, self.num_ps_tasks, _as_flag)):
+            if problem:
+                raise UsageError(problem)
         if self.variable_update == 'collective' and not self.cluster_task:
             raise UsageError('--variable_update=collective needs the cluster named by '
                              'TF_CONFIG or --worker_hosts/--job_name/--task')
-        if self.prefetch_reads and self.sync_replicas:
-            raise UsageError('--prefetch_reads cannot go with --sync_replicas: synchronous '
-                             'workers read the variables after each update, and a gradient of '
-                             'values read before it is dropped as stale')
         if self.variable_update != 'parameter_server' and self.sync_replicas:
             raise UsageError(f'--sync_replicas aggregates gradients on ps tasks; '
                              f'--variable_update={self.variable_update} is synchronous already')
 
     def _named_task(self):
         """The ClusterTask that TF_CONFIG or the host flags name; None if neither does."""
-        from_environment = cluster.from_tf_config(self.tf_config)
-        from_flags = cluster.from_flags(self.ps_hosts, self.worker_hosts, self.job_name,
-                                        self.task, self.chief_host, self.job_completion_index)
+        from_environment = tasks.from_tf_config(self.tf_config)
+        from_flags = tasks.from_flags(self.ps_hosts, self.worker_hosts, self.job_name,
+                                      self.task, self.chief_host, self.job_completion_index)
         if from_flags and from_environment:
             raise UsageError('both TF_CONFIG and --ps_hosts/--worker_hosts/--job_name name a '
                              'cluster: unset one')
@@ -358,7 +350,7 @@ class ClusterConfig:
     def is_evaluator(self):
         """Whether this process is a cluster's evaluator task (it evaluates the chief's
         checkpoints as they appear and trains nothing)."""
-        return self.cluster_task is not None and self.cluster_task.task_type == cluster.EVALUATOR
+        return self.cluster_task is not None and self.cluster_task.task_type == tasks.EVALUATOR
 
     @property
     def is_chief(self):
@@ -375,13 +367,13 @@ class ScheduleConfig:
     save_summaries_secs: int = setting(600, 'Seconds between summary writes.')
     save_interval_secs: int = setting(600, 'Seconds between checkpoints.')
     grace_period_secs: float = setting(
-        training.GRACE_SECS, 'On SIGTERM or Ctrl-C, training finishes its step, checkpoints '
+        loop.GRACE_SECS, 'On SIGTERM or Ctrl-C, training finishes its step, checkpoints '
         'it and exits (143 or 130) within this many seconds; past them, or on a second '
         'signal, it exits at once.')
 
     def __post_init__(self):
-        _check_int('max_number_of_steps', self.max_number_of_steps, 0)
-        _check_int('log_every_n_steps', self.log_every_n_steps, 1)
+        check_int('--max_number_of_steps', self.max_number_of_steps, 0, UsageError)
+        check_int('--log_every_n_steps', self.log_every_n_steps, 1, UsageError)
         _check_number('save_summaries_secs', self.save_summaries_secs)
         _check_number('save_interval_secs', self.save_interval_secs)
         _check_number('grace_period_secs', self.grace_period_secs, positive=True)
@@ -458,36 +450,32 @@ class TrainConfig(_RunConfig):
     fine_tuning: FineTuningConfig = _group(FineTuningConfig)
 
     def __post_init__(self):
-        _check_int('train_image_size', self.model.image_size, 1, none_ok=True)
-        _check_int('quantize_delay', self.quantize_delay, -1)
-        _check_int('seed', self.seed, 0, none_ok=True)
-        run = self.cluster
-        if self.quantize_delay >= 0 and run.sync_batch_norm:
-            raise UsageError('--quantize_delay and --sync_batch_norm are exclusive: the '
-                             "quantization folds each clone's batch norm into its weights with "
-                             "the statistics of the clone's own batch")
-        flag = model_deploy.all_reducing_setting(
-            run.variable_update, run.sync_batch_norm,
-            lambda name, value: f'--{name}' if value is True else f'--{name}={value}')
-        if flag and self.devices.clone_on_cpu and self.devices.num_clones > 1:
-            raise UsageError(f'{flag} all-reduces between clones on distinct devices, but '
-                             f'--clone_on_cpu puts all {self.devices.num_clones} on CPU:0')
-        if (self.seed is not None and run.sync_replicas and
-                run.replicas_to_aggregate != run.worker_replicas):
+        check_int('--train_image_size', self.model.image_size, 1, UsageError, none_ok=True)
+        check_int('--quantize_delay', self.quantize_delay, -1, UsageError)
+        check_int('--seed', self.seed, 0, UsageError, none_ok=True)
+        cluster = self.cluster
+        for problem in (
+                model_deploy.quantize_delay_problem(self.quantize_delay, cluster.sync_batch_norm,
+                                                    _as_flag),
+                model_deploy.distinct_devices_problem(
+                    cluster.variable_update, cluster.sync_batch_norm, self.devices.num_clones,
+                    self.devices.clone_on_cpu, None, _as_flag),
+                cluster.sync_replicas and model_deploy.sync_replicas_problem(
+                    self.devices.precision, cluster.prefetch_reads, _as_flag)):
+            if problem:
+                raise UsageError(problem)
+        if (self.seed is not None and cluster.sync_replicas and
+                cluster.replicas_to_aggregate != cluster.worker_replicas):
             raise UsageError(f'--seed with --sync_replicas needs --replicas_to_aggregate equal '
-                             f'to --worker_replicas={run.worker_replicas}, got '
-                             f'{run.replicas_to_aggregate}: an update of fewer workers\' '
+                             f'to --worker_replicas={cluster.worker_replicas}, got '
+                             f'{cluster.replicas_to_aggregate}: an update of fewer workers\' '
                              'gradients takes those that arrive first')
-        if PRECISIONS[self.devices.precision].loss_scaling and run.sync_replicas:
-            raise UsageError(f'--precision={self.devices.precision} and --sync_replicas are '
-                             'exclusive: the chief applies the aggregated gradients, which '
-                             'dynamic loss scaling cannot skip')
-        if run.cluster_task and self.devices.master:
+        if cluster.cluster_task and self.devices.master:
             raise UsageError(f'--master={self.devices.master!r} and a cluster (TF_CONFIG or '
                              '--worker_hosts) are exclusive: each task of a cluster trains '
                              'through its own server')
-        if run.num_ps_tasks and not run.cluster_task and not self.devices.master:
-            raise UsageError(f'--num_ps_tasks={run.num_ps_tasks} needs a cluster of ps tasks: '
+        if cluster.num_ps_tasks and not cluster.cluster_task and not self.devices.master:
+            raise UsageError(f'--num_ps_tasks={cluster.num_ps_tasks} needs a cluster of ps tasks: '
                              'set TF_CONFIG or --ps_hosts/--worker_hosts/--job_name/--task (or '
                              '--master for servers started by hand)')
 
@@ -496,9 +484,9 @@ class TrainConfig(_RunConfig):
         """Examples one global step (an update) consumes: batch_size x num_clones x
         gradient_accumulation_steps, x replicas_to_aggregate with synchronous replicas, x
         worker_replicas when collective."""
-        run = self.cluster
-        replicas = (run.replicas_to_aggregate if run.sync_replicas else
-                    run.worker_replicas if run.variable_update == 'collective' else 1)
+        cluster = self.cluster
+        replicas = (cluster.replicas_to_aggregate if cluster.sync_replicas else
+                    cluster.worker_replicas if cluster.variable_update == 'collective' else 1)
         return (self.data.batch_size * self.devices.num_clones *
                 self.optimization.gradient_accumulation_steps * replicas)
 
@@ -550,8 +538,8 @@ class EvalConfig(_RunConfig):
             'run whose settings are the defaults.')
 
     def __post_init__(self):
-        _check_int('eval_image_size', self.model.image_size, 1, none_ok=True)
-        _check_int('max_num_batches', self.max_num_batches, 1, none_ok=True)
+        check_int('--eval_image_size', self.model.image_size, 1, UsageError, none_ok=True)
+        check_int('--max_num_batches', self.max_num_batches, 1, UsageError, none_ok=True)
         _check_number('moving_average_decay', self.moving_average_decay, below=1, none_ok=True)
         _check_number('eval_interval_secs', self.eval_interval_secs, positive=True,
                       none_ok=True)
@@ -605,9 +593,9 @@ class ExportConfig(_RunConfig):
              'int8 quantization.')
 
     def __post_init__(self):
-        _check_int('image_size', self.model.image_size, 1, none_ok=True)
-        _check_int('batch_size', self.batch_size, 1, none_ok=True)
-        _check_int('representative_steps', self.representative_steps, 1)
+        check_int('--image_size', self.model.image_size, 1, UsageError, none_ok=True)
+        check_int('--batch_size', self.batch_size, 1, UsageError, none_ok=True)
+        check_int('--representative_steps', self.representative_steps, 1, UsageError)
         num_classes(self.dataset_name, self.labels_offset)
         dataset_factory.get_info(self.dataset_name).num_samples(self.dataset_split_name)
         if not (self.output_file or self.saved_model_dir or self.tflite_file):

@@ -11,11 +11,13 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from slim_deploy.common import fileio
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_factory
-from slim_deploy.deployment import checkpoints, fileio, model_deploy, quantize, tflite
-from slim_deploy.deployment.errors import UsageError
+from slim_deploy.deployment import model_deploy, quantize, tflite
 from slim_deploy.image_classifier import config as run_config
-from slim_deploy.image_classifier import parts, runs
+from slim_deploy.image_classifier import builders, run_record
+from slim_deploy.training import checkpoints
 
 METRICS_FILENAME = 'metrics.json'
 HISTORY_FILENAME = 'metrics.jsonl'
@@ -48,7 +50,7 @@ def evaluate(config):
 def _prepare(config, model=None):
     """The Classifier that `config` names (with ModelConfig `model` instead of config.model
     unless it is None), once eval_dir is known to be writable."""
-    classifier = parts.classifier(config.data, model or config.model, is_training=False)
+    classifier = builders.classifier(config.data, model or config.model, is_training=False)
     fileio.check_writable_dir(config.eval_dir, '--eval_dir')
     return classifier
 
@@ -138,9 +140,9 @@ def _tflite_model(path):
 
 
 def _evaluate_checkpoint(config, model, checkpoint):
-    """Scores checkpoint prefix `checkpoint` with `model` (a parts.Classifier) as evaluate()
+    """Scores checkpoint prefix `checkpoint` with `model` (a builders.Classifier) as evaluate()
     does, writing the same files; returns the metrics."""
-    deployment, num_cpu_devices = parts.deployment(config.devices)
+    deployment, num_cpu_devices = builders.deployment(config.devices)
     num_clones = config.devices.num_clones
 
     with tf.Graph().as_default():
@@ -163,11 +165,11 @@ def _evaluate_checkpoint(config, model, checkpoint):
 
         max_steps = (math.ceil(config.max_num_batches / num_clones)
                      if config.max_num_batches else None)
-        master, session_config = parts.session_target(config.devices, num_cpu_devices)
+        master, session_config = builders.session_target(config.devices, num_cpu_devices)
         with tf.Session(master, config=session_config) as sess:
-            parts.restore(sess, checkpoint,
-                          checkpoints.variables_to_restore(config.moving_average_decay),
-                          quantized=config.quantize)
+            builders.restore(sess, checkpoint,
+                             checkpoints.variables_to_restore(config.moving_average_decay),
+                             quantized=config.quantize)
             metrics = _metrics(_sum_steps(sess, step_sums, max_steps),
                                int(sess.run(global_step)))
         writer = tf.summary.FileWriterCache.get(config.eval_dir)  # Needs a graph.
@@ -206,7 +208,7 @@ def evaluate_continuously(config, last_step=None, on_evaluated=None):
         raise UsageError(f'--eval_interval_secs watches a directory, but --checkpoint_path '
                          f'{directory!r} is a checkpoint: pass its directory')
     if last_step is None:
-        found = runs.find(directory)
+        found = run_record.find(directory)
         last_step = found[1].get('flags', {}).get('max_number_of_steps') if found else None
     model = _prepare(config)
     ends = ([f'the checkpoint of global step {last_step}'] if last_step else []) + (
@@ -291,10 +293,10 @@ def evaluator_config(train_config):
     """The EvalConfig of a training cluster's evaluator task for `train_config` (a
     TrainConfig): each new checkpoint in train_dir, every EVALUATOR_INTERVAL_SECS, into
     train_dir/eval, on the dataset's evaluation split (evaluation_split), with one clone and
-    the run's dataset, model and moving averages (runs.EVAL_DEFAULTS); no timeout."""
+    the run's dataset, model and moving averages (run_record.EVAL_DEFAULTS); no timeout."""
     trained = train_config.as_flags()
     return run_config.EvalConfig.from_flags({
-        **runs.run_defaults(trained, runs.EVAL_DEFAULTS),
+        **run_record.run_defaults(trained, run_record.EVAL_DEFAULTS),
         'checkpoint_path': train_config.train_dir,
         'eval_dir': os.path.join(train_config.train_dir, 'eval'),
         'dataset_split_name': evaluation_split(train_config.data.dataset_name),

@@ -17,11 +17,13 @@ import os
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.deployment import checkpoints, fileio, quantize, tflite
-from slim_deploy.deployment.errors import UsageError
+from slim_deploy.common import fileio
+from slim_deploy.common.errors import UsageError
+from slim_deploy.deployment import quantize, tflite
 from slim_deploy.image_classifier import config as run_config
-from slim_deploy.image_classifier import parts
+from slim_deploy.image_classifier import builders
 from slim_deploy.nets import nets_factory
+from slim_deploy.training import checkpoints
 
 # Seed of the shuffle that draws post-training quantization's examples.
 REPRESENTATIVE_SEED = 0
@@ -59,7 +61,7 @@ def export(config):
             logging.info('Wrote a SavedModel of %s to %s', checkpoint, config.saved_model_dir)
         if config.tflite_file:
             with tf.Session() as sess:
-                parts.restore(sess, checkpoint, quantized=config.quantize)
+                builders.restore(sess, checkpoint, quantized=config.quantize)
                 model = tflite.convert(sess, [images], [logits, probabilities],
                                        config.tflite_model_quantization, config.tflite_io_type,
                                        representative_data)
@@ -110,7 +112,7 @@ def _representative_data(config):
     calibrated = ("the input's range (the others are training's)" if config.quantize else
                   'its ranges (post-training quantization)')
     try:
-        classifier = parts.classifier(data, config.model, is_training=False)
+        classifier = builders.classifier(data, config.model, is_training=False)
     except UsageError as e:
         raise UsageError(f'--tflite_quantization=int8 calibrates {calibrated} on examples of '
                          f'split {config.dataset_split_name!r}: {e}') from None
@@ -132,7 +134,7 @@ def _write_saved_model(directory, checkpoint, quantized, images, logits, probabi
         inputs={'images': images}, outputs={'logits': logits, 'probabilities': probabilities})
     with fileio.atomic_path(directory) as temporary, tf.Session() as sess:
         builder = tf.saved_model.Builder(temporary)
-        parts.restore(sess, checkpoint, quantized=quantized)
+        builders.restore(sess, checkpoint, quantized=quantized)
         builder.add_meta_graph_and_variables(
             sess, [tf.saved_model.SERVING],
             signature_def_map={tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY: signature})

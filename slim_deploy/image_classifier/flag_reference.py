@@ -4,7 +4,7 @@ configs group them, with its type, default, help text and aliases.
 
     python -m slim_deploy.image_classifier.flag_reference > docs/flags.md
 
-The help texts live in config.py (and slim_deploy/deployment/optimization.py for the optimizer's
+The help texts live in config.py (and slim_deploy/training/optimization.py for the optimizer's
 hyper-parameters), the one source the flags are defined from; this only lays them out.
 """
 import dataclasses

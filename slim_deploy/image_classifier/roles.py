@@ -1,7 +1,7 @@
 """run(config): the one place that turns this process's role in a training cluster into what
 it does. A ps task serves the variables, the evaluator evaluates the chief's checkpoints as
 they appear, and the chief and workers, or a process outside any cluster, train."""
-from slim_deploy.deployment import cluster
+from slim_deploy.cluster import tasks
 from slim_deploy.image_classifier import evaluate, train
 
 
@@ -9,16 +9,16 @@ def run(config):
     """Does what `config` (a TrainConfig) makes this process; returns train.train's final
     global step for a trainer (None when no step ran) and None for the others.
 
-    A ps task serves until SIGTERM or SIGINT (cluster.serve). The evaluator evaluates each
+    A ps task serves until SIGTERM or SIGINT (tasks.serve). The evaluator evaluates each
     new checkpoint in train_dir until the one of max_number_of_steps (0: until stopped), as
     evaluate.evaluate_continuously(evaluate.evaluator_config(config)) does. Raises what the
     function doing the work raises.
     """
-    role = config.cluster
-    if role.is_ps:
-        cluster.serve(role.cluster_task)
+    cluster = config.cluster
+    if cluster.is_ps:
+        tasks.serve(cluster.cluster_task)
         return None
-    if role.is_evaluator:
+    if cluster.is_evaluator:
         evaluate.evaluate_continuously(evaluate.evaluator_config(config),
                                        last_step=config.schedule.max_number_of_steps or None)
         return None

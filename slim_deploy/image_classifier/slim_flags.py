@@ -10,7 +10,7 @@ import sys
 
 from absl import flags
 
-from slim_deploy.image_classifier import config, runs
+from slim_deploy.image_classifier import config, run_record
 
 FLAGS = flags.FLAGS
 
@@ -49,10 +49,10 @@ def train_config(flag_values=FLAGS, environ=os.environ):
 
 def eval_config(flag_values=FLAGS):
     """The EvalConfig of the flags given, the others defaulting to the run that wrote
-    --checkpoint_path (see runs.with_run_defaults)."""
+    --checkpoint_path (see run_record.with_run_defaults)."""
     values = given(config.EvalConfig, flag_values)
-    return runs.eval_config(values.pop('checkpoint_path', config.EvalConfig.checkpoint_path),
-                            **values)
+    return run_record.eval_config(values.pop('checkpoint_path', config.EvalConfig.checkpoint_path),
+                                  **values)
 
 
 def export_config(flag_values=FLAGS):
@@ -60,5 +60,5 @@ def export_config(flag_values=FLAGS):
     --checkpoint_path, if it is given."""
     values = given(config.ExportConfig, flag_values)
     if values.get('checkpoint_path'):
-        return runs.export_config(values.pop('checkpoint_path'), **values)
+        return run_record.export_config(values.pop('checkpoint_path'), **values)
     return config.ExportConfig.from_flags(values)

@@ -11,10 +11,12 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from slim_deploy.deployment import (all_reduce, checkpoints, cluster, fileio, model_deploy,
-                                    optimization, ordered_sync, training)
-from slim_deploy.deployment.errors import UsageError
-from slim_deploy.image_classifier import parts, runs
+from slim_deploy.cluster import tasks
+from slim_deploy.common import fileio
+from slim_deploy.common.errors import UsageError
+from slim_deploy.deployment import all_reduce, model_deploy, ordered_sync
+from slim_deploy.image_classifier import builders, run_record
+from slim_deploy.training import checkpoints, loop, optimization
 
 
 def train(config):
@@ -24,99 +26,113 @@ def train(config):
     Raises ValueError when `config` names a ps or evaluator task, which trains nothing
     (roles.run does what they do), UsageError for a user's mistake found once the run
     starts (an unwritable train_dir, a missing dataset or checkpoint),
-    training.NonFiniteLossError if the loss diverges, errors.Interrupted after SIGTERM or
-    SIGINT (training.SignalStop) and, in collective mode, errors.ClusterError when another
+    loop.NonFiniteLossError if the loss diverges, errors.Interrupted after SIGTERM or
+    SIGINT (loop.SignalStop) and, in collective mode, errors.ClusterError when another
     worker stops answering. A worker of a cluster ends its process with
     errors.ClusterError.exit_code when a task it needs has not answered for
-    --task_timeout_secs (cluster.watchdog).
+    --task_timeout_secs (tasks.watchdog).
     """
-    run = config.cluster
-    if run.is_ps or run.is_evaluator:
-        raise ValueError(f'train() runs a chief or worker task, not {run.cluster_task.name}: '
+    cluster = config.cluster
+    if cluster.is_ps or cluster.is_evaluator:
+        raise ValueError(f'train() runs a chief or worker task, not {cluster.cluster_task.name}: '
                          'roles.run(config) does what each task does')
-    model = parts.classifier(config.data, config.model, is_training=True,
-                             weight_decay=config.optimization.weight_decay)
+    # What the config names: the data and the network, the clones' devices, the sessions.
+    model = builders.classifier(config.data, config.model, is_training=True,
+                                weight_decay=config.optimization.weight_decay)
     fileio.check_writable_dir(config.train_dir, '--train_dir')
-    deployment, num_cpu_devices = parts.deployment(
-        config.devices, run,
+    deployment, num_cpu_devices = builders.deployment(
+        config.devices, cluster,
         quantize_delay=config.quantize_delay if config.quantize_delay >= 0 else None,
         seed=config.seed)
-    last_step = config.schedule.max_number_of_steps or None
-    # Asynchronous workers other than the chief stop W-1 steps early; the chief waits for
-    # their last updates and runs the remaining steps alone (see training.MonitorHook).
-    alone_from = None
-    collective = run.variable_update == 'collective'
-    if last_step and run.worker_replicas > 1 and not run.sync_replicas and not collective:
-        alone_from = last_step - (run.worker_replicas - 1)
-    master, session_config = parts.session_target(config.devices, num_cpu_devices, run)
-    micro_batches = config.optimization.gradient_accumulation_steps
-
+    master, session_config = builders.session_target(config.devices, num_cpu_devices, cluster)
     warmup_steps = optimization.epochs_to_steps(
         model.split.num_samples, config.optimization.warmup_epochs, config.examples_per_step)
+    collective = cluster.variable_update == 'collective'
     with tf.Graph().as_default():
+        # The training graph, and what it does, logged.
         graph = _build(config, model, deployment, warmup_steps)
         logging.info('Placement:\n%s', graph.plan)
         logging.info('Global batch %d examples per step%s; %s', config.examples_per_step,
                      f', in {config.optimization.gradient_accumulation_steps} micro-batches'
                      if config.optimization.gradient_accumulation_steps > 1 else '',
                      _learning_rate_story(config, warmup_steps))
-        if run.is_chief:
-            found = runs.find(config.train_dir)  # Before this run's record replaces it.
-            init_fn = _init_fn(config)
-            resized = _resized(config, found)
-            if resized:
-                logging.info(resized)
-            runs.write(config, placement=graph.plan.splitlines(),
-                       examples_per_step=config.examples_per_step,
-                       learning_rate=config.scaled_learning_rate, warmup_steps=warmup_steps,
-                       num_classes=model.num_classes, image_size=model.image_size,
-                       num_samples=model.split.num_samples)
-            monitor = training.MonitorHook(
-                graph.train_tensor, graph.learning_rate, config.examples_per_step,
-                config.schedule.log_every_n_steps, config.train_dir, last_step, alone_from,
-                runs_per_step=micro_batches)
-        else:
-            init_fn = None
-            monitor = training.MonitorHook(
-                graph.train_tensor, graph.learning_rate, config.examples_per_step,
-                config.schedule.log_every_n_steps,
-                last_step=last_step if alone_from is None else alone_from,
-                runs_per_step=micro_batches)
-        stop = training.SignalStop(config.schedule.grace_period_secs)
+        # The chief records the run and says what it restores.
+        init_fn = _start_as_chief(config, model, graph, warmup_steps) if cluster.is_chief else None
+        # How this worker logs, stops, and waits for the others.
+        monitor = _monitor(config, graph)
+        stop = loop.SignalStop(config.schedule.grace_period_secs)
         hooks = []
-        if run.sync_replicas:
-            hooks.append(training.SyncReplicasHook(graph.optimizer, run.is_chief,
-                                                   run.worker_replicas,
-                                                   _sync_gradients_per_update(config)))
+        if cluster.sync_replicas:
+            hooks.append(loop.SyncReplicasHook(graph.optimizer, cluster.is_chief,
+                                               cluster.worker_replicas,
+                                               _sync_gradients_per_update(config)))
             stop.on_request(hooks[-1].release)  # The others must not wait for this one.
         stop_group = None
         if collective:  # Every worker stops after the same step.
             stop_group = all_reduce.Group(
-                size=run.worker_replicas, local_devices=(deployment.optimizer_device(),),
-                has_source=False, timeout_secs=run.task_timeout_secs)
-        watchdog = run.cluster_task and cluster.watchdog(
-            run.cluster_task, run.task_timeout_secs, run.variable_update, run.sync_replicas,
-            run.replicas_to_aggregate)
+                size=cluster.worker_replicas, local_devices=(deployment.optimizer_device(),),
+                has_source=False, timeout_secs=cluster.task_timeout_secs)
+        watchdog = cluster.cluster_task and tasks.watchdog(
+            cluster.cluster_task, cluster.task_timeout_secs, cluster.variable_update,
+            cluster.sync_replicas, cluster.replicas_to_aggregate)
+        # The loop.
         try:
-            final_step = training.train(
+            final_step = loop.train(
                 graph.train_tensor, config.train_dir, monitor, master=master,
-                is_chief=run.is_chief,
+                is_chief=cluster.is_chief,
                 scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
                 hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
                 save_interval_secs=config.schedule.save_interval_secs, config=session_config,
                 independent=collective, stop=stop, stop_group=stop_group, watchdog=watchdog)
-        except cluster.PEER_ERRORS as e:
+        except tasks.PEER_ERRORS as e:
             if not collective:
                 raise
-            raise cluster.lost_peer(run.cluster_task, e, run.task_timeout_secs) from e
+            raise tasks.lost_peer(cluster.cluster_task, e, cluster.task_timeout_secs) from e
     if final_step is None:
-        logging.info('Nothing to train: the global step has reached %d already', last_step)
+        logging.info('Nothing to train: the global step has reached %d already',
+                     config.schedule.max_number_of_steps)
     else:
         logging.info('Finished training at global step %d after %d steps here%s; '
                      'checkpoints in %s', final_step, monitor.local_steps,
                      f' ({monitor.skipped_updates} updates skipped by loss scaling)'
                      if monitor.skipped_updates else '', config.train_dir)
     return final_step
+
+
+def _start_as_chief(config, model, graph, warmup_steps):
+    """The chief's start: logs how the run resized since the checkpoint's, writes the run's
+    record (replacing the previous run's) and returns the init_fn that restores
+    --checkpoint_path when train_dir has no checkpoint (None: nothing to restore)."""
+    found = run_record.find(config.train_dir)  # Before this run's record replaces it.
+    init_fn = _init_fn(config)
+    resized = _resized(config, found)
+    if resized:
+        logging.info(resized)
+    run_record.write(config, placement=graph.plan.splitlines(),
+                     examples_per_step=config.examples_per_step,
+                     learning_rate=config.scaled_learning_rate, warmup_steps=warmup_steps,
+                     num_classes=model.num_classes, image_size=model.image_size,
+                     num_samples=model.split.num_samples)
+    return init_fn
+
+
+def _monitor(config, graph):
+    """The loop.MonitorHook of this worker. Asynchronous workers other than the chief stop
+    W-1 steps early; the chief waits for their last updates and runs the remaining steps
+    alone (see loop.MonitorHook)."""
+    cluster = config.cluster
+    last_step = config.schedule.max_number_of_steps or None
+    alone_from = None
+    if (last_step and cluster.worker_replicas > 1 and not cluster.sync_replicas and
+            cluster.variable_update != 'collective'):
+        alone_from = last_step - (cluster.worker_replicas - 1)
+    if not cluster.is_chief and alone_from is not None:
+        last_step, alone_from = alone_from, None
+    return loop.MonitorHook(
+        graph.train_tensor, graph.learning_rate, config.examples_per_step,
+        config.schedule.log_every_n_steps,
+        summary_dir=config.train_dir if cluster.is_chief else None, last_step=last_step,
+        alone_from=alone_from, runs_per_step=config.optimization.gradient_accumulation_steps)
 
 
 # What _build() made: train_tensor (runs one step and returns the loss), learning_rate,
@@ -128,14 +144,14 @@ _TrainingGraph = collections.namedtuple(
 def _build(config, model, deployment, warmup_steps):
     """Builds the training graph of `config` in the default graph, the learning rate rising
     over `warmup_steps` global steps first."""
-    run, optimizing = config.cluster, config.optimization
+    cluster, optimizing = config.cluster, config.optimization
     if deployment.seed is not None:  # Before the input pipeline, which deploy() follows.
         tf.set_random_seed(deployment.graph_seed)
     with tf.device(deployment.variables_device()):
         global_step = tf.train.create_global_step()
     with tf.device(deployment.inputs_device()):
         iterator = tf.data.make_one_shot_iterator(
-            model.training_batches(config.data, run.task, run.worker_replicas,
+            model.training_batches(config.data, cluster.task, cluster.worker_replicas,
                                    seed=deployment.graph_seed))
     with tf.device(deployment.optimizer_device()):
         learning_rate = optimization.learning_rate(
@@ -147,15 +163,15 @@ def _build(config, model, deployment, warmup_steps):
         optimizer = optimization.optimizer(optimizing.optimizer, learning_rate,
                                            optimizing.params)
         micro_batches = optimizing.gradient_accumulation_steps
-        if run.sync_replicas:  # It accumulates: every micro-batch of every replica is pushed.
+        if cluster.sync_replicas:  # It accumulates: every micro-batch of every replica is pushed.
             if deployment.seed is None:
                 optimizer = tf.train.SyncReplicasOptimizer(
                     optimizer, replicas_to_aggregate=_sync_gradients_per_update(config),
-                    total_num_replicas=run.worker_replicas)
+                    total_num_replicas=cluster.worker_replicas)
             else:  # Seeded: updates that do not depend on the order gradients arrive in.
                 optimizer = ordered_sync.OrderedSyncReplicasOptimizer(
                     optimizer, replicas_to_aggregate=_sync_gradients_per_update(config),
-                    total_num_replicas=run.worker_replicas, replica_id=run.task)
+                    total_num_replicas=cluster.worker_replicas, replica_id=cluster.task)
             micro_batches = 1
 
     def var_list():
@@ -166,7 +182,7 @@ def _build(config, model, deployment, warmup_steps):
                              'trainable variable')
         return variables
 
-    model_fn = training.classification_model_fn(
+    model_fn = builders.classification_model_fn(
         model.network_fn, iterator, deployment.inputs_device(), model.num_classes,
         optimizing.label_smoothing)
     deployed = model_deploy.deploy(deployment, model_fn, optimizer=optimizer,
@@ -188,7 +204,7 @@ def _build(config, model, deployment, warmup_steps):
             with tf.control_dependencies(updates):
                 train_tensor = tf.identity(deployed.train_op, name='train_op_with_averages')
         summary_op = tf.summary.merge(summaries)
-    plan = model_deploy.placement_plan(deployment, tf.get_default_graph(), run.link_gbps,
+    plan = model_deploy.placement_plan(deployment, tf.get_default_graph(), cluster.link_gbps,
                                        fetches=[train_tensor])
     return _TrainingGraph(train_tensor=train_tensor, learning_rate=learning_rate,
                           optimizer=optimizer, summary_op=summary_op, plan=plan)
@@ -217,7 +233,7 @@ def _learning_rate_story(config, warmup_steps):
 
 def _resized(config, found):
     """The line saying how the run resuming in config.train_dir changed its number of workers
-    since the run that wrote `found` (runs.find's (path, record); None: no record), and with
+    since the run that wrote `found` (run_record.find's (path, record); None: no record), and with
     it the global batch and the learning rate scaled by it; None when the train_dir has no
     checkpoint to resume (after _init_fn) or the number is the same."""
     if found is None or not tf.train.latest_checkpoint(config.train_dir):

@@ -6,7 +6,7 @@ no local response normalization. Variable names and shapes match TF-Slim's
 ('alexnet_v2/conv1/weights' [11, 11, 3, 64], 'alexnet_v2/fc6/weights' [5, 5, 256, 4096]).
 Built by `fully_convolutional.fully_convolutional_net`, as OverFeat and VGG are.
 """
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.nets.fully_convolutional import (FC_DEPTH, Layer, alexnet_fc_initializers,

@@ -4,7 +4,7 @@ convolutions, so that the nets also run fully convolutionally on larger inputs.
 """
 import collections
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
@@ -25,7 +25,7 @@ def trunc_normal(stddev):
 def apply_layer(net, layer):
     """Applies the Layer spec `layer` to `net` [batch, height, width, depth]."""
     options = {name: value for name, value in (('stride', layer.stride),
-                                                ('padding', layer.padding))
+                                               ('padding', layer.padding))
                if value is not None}
     kernel = [layer.kernel, layer.kernel]
     if layer.depth is None:

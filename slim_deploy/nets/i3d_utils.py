@@ -7,7 +7,7 @@ frames, height, width] ('NCDHW'); kernels and strides are [time, height, width].
 """
 import numpy as np
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 

@@ -7,7 +7,7 @@ slim's nets name them), or (pooled features [batch, depth], {}) when num_classes
 Each call builds a new tf-keras model on `images` (3 channels), in training mode (batch
 norm on batch statistics, its moving averages updated; dropout on) or inference mode as
 `is_training` says. Under deploy() every clone shares clone 0's variables (see
-slim_deploy.deployment.sharing). As with slim's nets, the variables join
+slim_deploy.deployment.variable_sharing). As with slim's nets, the variables join
 tf.GraphKeys.MODEL_VARIABLES (for fine-tuning, moving averages and evaluation), the batch norms'
 updates of their moving statistics join UPDATE_OPS, and weight decay is an L2 loss on every kernel
 (not on biases or normalization parameters) in REGULARIZATION_LOSSES, as slim's

@@ -2,7 +2,7 @@
 
 Designed for 28x28 inputs (MNIST); the variable names match TF-Slim's ('LeNet/conv1/weights').
 """
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 

@@ -9,7 +9,7 @@ mobilenet_v1_075/_050/_025 fix it at 0.75/0.5/0.25.
 """
 import collections
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
@@ -136,7 +136,7 @@ def mobilenet_v1(inputs, num_classes=1000, dropout_keep_prob=0.999, is_training=
             else:
                 height, width = net.shape.as_list()[1:3]
                 kernel = [7, 7] if height is None or width is None else [min(height, 7),
-                                                                          min(width, 7)]
+                                                                         min(width, 7)]
                 net = end_points['AvgPool_1a'] = slim.avg_pool2d(net, kernel, padding='VALID',
                                                                  scope='AvgPool_1a')
             if not num_classes:

@@ -11,10 +11,10 @@ import dataclasses
 import functools
 from typing import Callable
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tf_slim as slim
 
-from slim_deploy.deployment.registry import Registry
+from slim_deploy.common.registry import Registry
 from slim_deploy.nets import (alexnet, cifarnet, i3d, inception, keras_applications, lenet,
                               mobilenet_v1, overfeat, resnet_v1, resnet_v2, s3dg, vgg)
 from slim_deploy.nets.mobilenet import mobilenet_v2, mobilenet_v3

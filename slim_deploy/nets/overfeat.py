@@ -6,7 +6,7 @@ Variable names and shapes match TF-Slim's ('overfeat/conv1/weights' [11, 11, 3, 
 'overfeat/fc6/weights' [6, 6, 1024, 3072]). Built by
 `fully_convolutional.fully_convolutional_net`.
 """
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.nets.fully_convolutional import (Layer, alexnet_fc_initializers,

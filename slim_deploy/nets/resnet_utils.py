@@ -8,7 +8,7 @@ scopes ('<net>/block1/unit_1/bottleneck_v1/conv1/weights'), so its checkpoints r
 """
 import collections
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 

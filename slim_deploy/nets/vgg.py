@@ -8,7 +8,7 @@ Variable names and shapes match TF-Slim's ImageNet checkpoints, e.g.
 'vgg_16/conv1/conv1_1/weights' [3, 3, 3, 64], 'vgg_16/fc6/weights' [7, 7, 512, 4096].
 Built by `fully_convolutional.fully_convolutional_net`.
 """
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.nets.fully_convolutional import (FC_DEPTH, Layer, fully_convolutional_arg_scope,

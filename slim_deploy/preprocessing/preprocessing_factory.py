@@ -10,7 +10,7 @@ tf.data's map.
 """
 import tensorflow as tf
 
-from slim_deploy.deployment.registry import Registry
+from slim_deploy.common.registry import Registry
 from slim_deploy.nets.nets_factory import NETWORKS
 from slim_deploy.preprocessing import (cifarnet_preprocessing, inception_preprocessing,
                                        keras_preprocessing, lenet_preprocessing, vgg_preprocessing,

@@ -28,17 +28,18 @@ What differs from slim's:
   process (slim's raised DuplicateFlagError); the module imported last sets the defaults.
 """
 if __name__ == '__main__':  # Run as a script: quiet TensorFlow's start-up, before importing it.
-    from slim_deploy.image_classifier import quiet
-    quiet.start()
+    from slim_deploy.image_classifier import verbosity
+    verbosity.start()
 
 import math  # noqa: E402
 
 import tensorflow.compat.v1 as tf  # noqa: E402
 import tf_slim as slim  # noqa: E402
 
+from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.datasets import dataset_factory  # noqa: E402
-from slim_deploy.deployment import checkpoints, quantize  # noqa: E402
-from slim_deploy.deployment.errors import UsageError  # noqa: E402
+from slim_deploy.deployment import quantize  # noqa: E402
+from slim_deploy.training import checkpoints  # noqa: E402
 from slim_deploy.nets import mobilenet_v1  # noqa: E402
 from slim_deploy.slim_scripts import mobilenet_v1_input  # noqa: E402
 

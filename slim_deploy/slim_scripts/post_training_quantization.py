@@ -30,8 +30,8 @@ What differs from slim's:
   DuplicateFlagError); the module imported last sets the defaults.
 """
 if __name__ == '__main__':  # Run as a script: quiet TensorFlow's start-up, before importing it.
-    from slim_deploy.image_classifier import quiet
-    quiet.start()
+    from slim_deploy.image_classifier import verbosity
+    verbosity.start()
 
 import functools  # noqa: E402
 import os  # noqa: E402
@@ -39,9 +39,11 @@ import os  # noqa: E402
 from absl import flags  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.datasets import dataset_factory  # noqa: E402
-from slim_deploy.deployment import checkpoints, fileio, tflite  # noqa: E402
-from slim_deploy.deployment.errors import UsageError  # noqa: E402
+from slim_deploy.common import fileio  # noqa: E402
+from slim_deploy.deployment import tflite  # noqa: E402
+from slim_deploy.training import checkpoints  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 from slim_deploy.preprocessing import preprocessing_factory  # noqa: E402
 

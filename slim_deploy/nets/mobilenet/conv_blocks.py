@@ -10,7 +10,7 @@ tensors are float32 [batch, height, width, depth].
 import contextlib
 import functools
 
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim before it is used)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 

@@ -1,0 +1,418 @@
+"""Runs the tasks of a parameter-server/worker cluster as local processes.
+
+    python -m slim_deploy.cluster.launch --num_ps_tasks P --worker_replicas W [--sync_replicas]
+        [--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts
+        [--link_bandwidth RATE]] -- COMMAND [ARGS...]
+    python -m slim_deploy.cluster.launch --jobset NAME --image IMAGE --num_ps_tasks P
+        --worker_replicas W [--chief] [--sync_replicas] [--evaluator] [--max_restarts N]
+        [--volume CLAIM:MOUNT_PATH ...] [--port PORT] [--no_network_policy] -- COMMAND [ARGS...]
+
+(installed as the console command `launch_cluster` too). The second form starts nothing: it
+prints a Kubernetes JobSet (YAML) that runs the same cluster, one pod per task, in container
+image IMAGE (jobset.manifest says what it does), followed by a NetworkPolicy that admits
+traffic to the tasks' port only from the JobSet's own pods (jobset.network_policy; not with
+--no_network_policy); `kubectl apply -f -` submits them. There,
+W counts every training replica: with --chief, replica 0 (the chief) gets a job of its own
+and the 'worker' job the W-1 others; the task's flags name the cluster instead of TF_CONFIG
+(jobset.cluster_flags); --max_restarts counts restarts of the whole JobSet.
+
+Contract with COMMAND: each of the P ps and W worker tasks runs
+`COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` (the flags of
+train_image_classifier.py) with TF_CONFIG set to the JSON of tf.distribute and Kubeflow's TFJob:
+{"cluster": {"ps": ["HOST:PORT", ...], "worker": [...]}, "task": {"type": "ps", "index": 0}}
+(with P = 0 there is no "ps" job: a cluster for --variable_update=collective), and
+PYTHONUNBUFFERED=1. With --evaluator, one more task runs the same command as task
+{"type": "evaluator", "index": 0} of the same cluster (which does not list it: it serves
+nothing), evaluating the chief's checkpoints as they appear. Each task's stdout and stderr
+reach the launcher's stdout line by line, prefixed with '[ps:0] ', '[worker:1] ', ... Once
+every worker has exited 0, the ps tasks (which serve forever) get SIGTERM, and the launcher
+waits for the evaluator to finish.
+
+A task that fails (a worker or the evaluator exiting non-zero or killed, a ps task ending
+while the workers run) is restarted with the same TF_CONFIG, up to --max_restarts times in
+all, each restart announced in one line on stderr. When the task was a ps task (its
+variables lived only in its memory), a worker of a cluster without ps tasks (the others'
+collectives cannot go on without it), or a task that exited with code 75 (it lost a task it
+needs: errors.ClusterError), the whole job restarts instead: every ps and worker task is
+killed and started again, and the chief resumes from its last checkpoint. A task that exits
+with code 2 (a user's mistake, which a restart repeats) is not restarted. Once the restarts
+are used up (at once with the default 0), every task gets SIGTERM. SIGINT and SIGTERM sent
+to the launcher reach every task. Tasks still running GRACE_SECS after a signal (or at the
+launcher's next one) get SIGKILL.
+
+Exit code: 0 when every worker (and the evaluator) exits 0; 1 when a task failed with no
+restart left; 128 + N after signal N; 2 for bad arguments.
+
+--emulated_hosts runs each task on an emulated host of its own (emulated_hosts.EmulatedHosts:
+a network namespace with its own address, named ps-0, worker-1, evaluator-0, ... in domain
+HOSTS_DOMAIN; needs root), each serving on shape.PORT, with --link_bandwidth limiting each host's
+link (a tc rate: 100mbit, 1gbit). The launcher prints the hosts' prefix, with which
+`python -m slim_deploy.cluster.emulated_hosts partition PREFIX HOST` cuts a host off (and `heal`
+reconnects it), and removes the hosts when it ends.
+
+--bind sets the address in TF_CONFIG, through which the tasks reach each other, and where free
+ports are looked for. Whatever it is, TensorFlow's gRPC servers listen on every interface of
+the machine (0.0.0.0) and accept any client: on a machine others can reach, firewall the ports.
+Ports are picked free, then released for the tasks to bind: another process may take one in
+between, and that task then fails with a clear error.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from slim_deploy.cluster import emulated_hosts, jobset, shape
+from slim_deploy.common.errors import ClusterError, UsageError
+
+# Longer than training's default grace period (training.loop.GRACE_SECS): a signalled task first
+# finishes its step and checkpoints.
+GRACE_SECS = 25.0
+POLL_SECS = 0.05
+LOCALHOST = '127.0.0.1'
+HOSTS_DOMAIN = 'cluster'  # Of the emulated hosts: ps-0.cluster, worker-0.cluster, ...
+USAGE_EXIT_CODE = UsageError.exit_code  # A user's mistake: a restart would repeat it.
+JOBSET_ONLY = ('image', 'chief', 'volume', 'port', 'no_network_policy')  # Need --jobset.
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises UsageError instead of printing the usage and exiting."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _parser():
+    parser = _Parser(
+        usage='%(prog)s [--jobset NAME --image IMAGE [--chief] [--volume CLAIM:MOUNT_PATH] '
+              '[--port PORT] [--no_network_policy]] --num_ps_tasks P --worker_replicas W '
+              '[--sync_replicas] '
+              '[--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts '
+              '[--link_bandwidth RATE]] -- COMMAND [ARGS...]',
+        description='Runs P ps and W worker tasks of COMMAND on this machine, each as '
+                    '`COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` '
+                    'with TF_CONFIG naming the cluster and the task; with --jobset, prints '
+                    'a Kubernetes JobSet running them instead.')
+    parser.add_argument('--num_ps_tasks', type=int, required=True, metavar='P',
+                        help='parameter-server tasks (0 or more)')
+    parser.add_argument('--worker_replicas', type=int, required=True, metavar='W',
+                        help='worker tasks, the chief included (1 or more)')
+    parser.add_argument('--sync_replicas', action='store_true',
+                        help='also pass --sync_replicas to every task (needs W > 1)')
+    parser.add_argument('--evaluator', action='store_true',
+                        help='also run an evaluator task, which evaluates every checkpoint')
+    parser.add_argument('--max_restarts', type=int, default=0, metavar='N',
+                        help='restarts of failed tasks (or of the whole job, when a ps task '
+                             'fails; with --jobset, always) allowed in all (default 0: the '
+                             'first failure stops all)')
+    parser.add_argument('--bind', default=LOCALHOST, metavar='ADDRESS',
+                        help=f'address of the tasks in TF_CONFIG (default {LOCALHOST})')
+    parser.add_argument('--emulated_hosts', action='store_true',
+                        help='run each task on an emulated host of its own (needs root)')
+    parser.add_argument('--link_bandwidth', metavar='RATE',
+                        help="limit of each emulated host's link, as tc writes it: 100mbit, "
+                             '1gbit (default: none)')
+    parser.add_argument('--jobset', metavar='NAME',
+                        help='print a Kubernetes JobSet named NAME (YAML) that runs the tasks, '
+                             'one pod each, instead of running them here')
+    parser.add_argument('--image', metavar='IMAGE',
+                        help='with --jobset: the container image that runs COMMAND')
+    parser.add_argument('--chief', action='store_true',
+                        help='with --jobset: a job of its own for the chief, which is one of '
+                             'the W replicas')
+    parser.add_argument('--volume', action='append', default=[], metavar='CLAIM:MOUNT_PATH',
+                        help='with --jobset: mount PersistentVolumeClaim CLAIM at MOUNT_PATH in '
+                             'the chief, worker and evaluator pods (repeatable); --train_dir '
+                             'must be on one for restarts to resume')
+    parser.add_argument('--port', type=int, metavar='PORT',
+                        help=f'with --jobset: the port of every task (default {shape.PORT})')
+    parser.add_argument('--no_network_policy', action='store_true',
+                        help='with --jobset: leave out the NetworkPolicy that admits traffic to '
+                             "the tasks' port only from the JobSet's own pods")
+    return parser
+
+
+def parse_args(argv):
+    """(options, COMMAND + ARGS) from the launcher's arguments; raises UsageError."""
+    split = argv.index('--') if '--' in argv else len(argv)
+    parser = _parser()
+    args = parser.parse_args(argv[:split])
+    command = argv[split + 1:]
+    if args.num_ps_tasks < 0:
+        raise UsageError(f'--num_ps_tasks must be >= 0, got {args.num_ps_tasks}')
+    if args.worker_replicas < 1:
+        raise UsageError(f'--worker_replicas must be >= 1, got {args.worker_replicas}')
+    problem = shape.workers_problem(args.worker_replicas, args.sync_replicas)
+    if problem:
+        raise UsageError(problem)
+    if args.max_restarts < 0:
+        raise UsageError(f'--max_restarts must be >= 0, got {args.max_restarts}')
+    if args.jobset is None:
+        given = [name for name in JOBSET_ONLY
+                 if getattr(args, name) != parser.get_default(name)]
+        if given:
+            raise UsageError(f'--{given[0]} needs --jobset')
+    elif args.emulated_hosts or args.bind != LOCALHOST or args.link_bandwidth:
+        raise UsageError('--jobset excludes --emulated_hosts, --bind and --link_bandwidth: '
+                         'Kubernetes gives each pod a host of its own')
+    elif args.image is None:
+        raise UsageError('--jobset needs --image, the container image that runs COMMAND')
+    if args.emulated_hosts and args.bind != LOCALHOST:
+        raise UsageError('--bind and --emulated_hosts exclude each other: emulated hosts '
+                         'have addresses of their own')
+    if args.link_bandwidth and not args.emulated_hosts:
+        raise UsageError('--link_bandwidth needs --emulated_hosts')
+    if not command:
+        raise UsageError('missing COMMAND: put it after "--"')
+    return args, command
+
+
+def free_ports(host, count):
+    """`count` distinct ports that were free on `host`; another process may take them later."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    sockets = []
+    try:
+        for _ in range(count):
+            sockets.append(socket.socket(family, kind, proto))
+            sockets[-1].bind(address)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def cluster_spec(host, num_ps_tasks, worker_replicas):
+    """{'ps': ['HOST:PORT', ...], 'worker': [...]} on free ports of `host`; without ps tasks
+    there is no 'ps' job (a cluster for --variable_update=collective)."""
+    host_part = f'[{host}]' if ':' in host else host
+    addresses = [f'{host_part}:{port}'
+                 for port in free_ports(host, num_ps_tasks + worker_replicas)]
+    cluster = {'ps': addresses[:num_ps_tasks], 'worker': addresses[num_ps_tasks:]}
+    return {job: tasks for job, tasks in cluster.items() if tasks}
+
+
+def emulated_host(task):
+    """The emulated host of `task` ('ps:0'): 'ps-0'."""
+    return task.replace(':', '-')
+
+
+def emulated_host_names(num_ps_tasks, worker_replicas, evaluator=False):
+    """The emulated hosts of a cluster's tasks (emulated_host): ['ps-0', ..., 'worker-0', ...]."""
+    counts = {'ps': num_ps_tasks, 'worker': worker_replicas, 'evaluator': int(evaluator)}
+    return [emulated_host(f'{job}:{index}') for job, count in counts.items()
+            for index in range(count)]
+
+
+def emulated_cluster_spec(hosts, num_ps_tasks, worker_replicas):
+    """cluster_spec's cluster on emulated `hosts` (emulated_host_names' hosts):
+    'ps-0.cluster:2222'."""
+    cluster = {job: [f'{hosts[emulated_host(f"{job}:{index}")].fqdn}:{shape.PORT}'
+                     for index in range(count)]
+               for job, count in (('ps', num_ps_tasks), ('worker', worker_replicas))}
+    return {job: tasks for job, tasks in cluster.items() if tasks}
+
+
+def exit_description(code):
+    """'exit code 3' or 'signal SIGKILL' for a Popen return code."""
+    return f'signal {signal.Signals(-code).name}' if code < 0 else f'exit code {code}'
+
+
+class Task:
+    """One task's process, started by start(); a thread copies its output to stdout, each
+    line prefixed."""
+
+    def __init__(self, task_type, index, argv, env, output_lock):
+        self.name = f'{task_type}:{index}'
+        self._argv = argv
+        self._env = env
+        self._output_lock = output_lock
+        self.process = None
+
+    def start(self):
+        """Starts (or restarts) the task's process; OSError if it cannot run."""
+        # Its own process group: signals reach the task's children, and a Ctrl-C in the
+        # terminal reaches the task only once, through the launcher.
+        self.process = subprocess.Popen(
+            self._argv, env=self._env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        self._output = threading.Thread(target=self._copy_output, daemon=True)
+        self._output.start()
+
+    def _copy_output(self):
+        prefix = f'[{self.name}] '
+        with self.process.stdout as pipe:
+            for line in pipe:
+                text = line.decode(errors='replace')
+                with self._output_lock:
+                    sys.stdout.write(prefix + text + ('' if text.endswith('\n') else '\n'))
+                    sys.stdout.flush()
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def failed(self):
+        """Whether the process ended with a non-zero exit code or a signal."""
+        return not self.running() and bool(self.process.returncode)
+
+    def send(self, signum):
+        """Sends `signum` to the task's process group if the task still runs."""
+        if self.running():
+            try:
+                os.killpg(self.process.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def join(self):
+        """Waits for the (killed) process and the end of its output."""
+        if self.process is not None:
+            self.process.wait()
+            self._output.join(timeout=GRACE_SECS)
+
+
+def stop(tasks, signum, received):
+    """Sends `signum` to `tasks`, SIGKILLs those still running after GRACE_SECS or once the
+    launcher receives another signal, and waits for the end of every task's output."""
+    for task in tasks:
+        task.send(signum)
+    deadline = time.monotonic() + GRACE_SECS
+    signals_seen = len(received)
+    while (any(task.running() for task in tasks) and time.monotonic() < deadline
+           and len(received) == signals_seen):
+        time.sleep(POLL_SECS)
+    for task in tasks:
+        task.send(signal.SIGKILL)
+    for task in tasks:
+        task.join()
+
+
+def supervise(ps, workers, evaluators, received, prog, max_restarts=0):
+    """Waits for the workers (restarting failed tasks), stops the ps tasks, waits for the
+    evaluators and returns the exit code (module docstring)."""
+    job = ps + workers
+    restarts = 0
+    while not received:
+        workers_done = not any(task.running() for task in workers)
+        dead = next((task for task in ps if not task.running() and not workers_done), None)
+        dead = dead or next((task for task in workers + evaluators if task.failed()), None)
+        if dead:
+            code = dead.process.returncode
+            ended = exit_description(code)
+            if restarts == max_restarts or code == USAGE_EXIT_CODE:
+                stop(job + evaluators, signal.SIGTERM, received)
+                what = (f'{dead.name} ended ({ended}) before the workers' if dead in ps else
+                        f'failed: {dead.name} ({ended})')
+                after = (", a user's mistake that a restart repeats" if code == USAGE_EXIT_CODE
+                         else f' after {restarts} restarts (--max_restarts)' if restarts else '')
+                print(f'{prog}: error: {what}{after}; stopped all tasks', file=sys.stderr)
+                return 1
+            restarts += 1
+            whole_job = (dead in ps or (dead in workers and not ps)
+                         or code == ClusterError.exit_code)
+            print(f'{prog}: {dead.name} ended ({ended}); restarting '
+                  f'{"the whole job" if whole_job else "it"} '
+                  f'(restart {restarts} of {max_restarts})', file=sys.stderr, flush=True)
+            restarting = job if whole_job else [dead]
+            stop(restarting, signal.SIGKILL, received)
+            for task in restarting:
+                task.start()
+            continue
+        if workers_done:
+            if any(task.running() for task in ps):
+                stop(ps, signal.SIGTERM, received)
+            if not any(task.running() for task in evaluators):
+                return 0
+        time.sleep(POLL_SECS)
+    stop(job + evaluators, received[0], received)
+    print(f'{prog}: received {signal.Signals(received[0]).name}; stopped all tasks',
+          file=sys.stderr)
+    return 128 + received[0]
+
+
+def launch(cluster, argv, prog, evaluator=False, max_restarts=0, hosts=None):
+    """Starts a task of `argv` for each address of `cluster` (and an evaluator task),
+    supervises them and returns the exit code. hosts: the EmulatedHosts of emulated_host_names to
+    run the tasks on (None: this machine's network)."""
+    received = []
+    handlers = {signum: signal.signal(signum, lambda number, _: received.append(number))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    output_lock = threading.Lock()
+    tasks = {'ps': [], 'worker': [], 'evaluator': []}  # Without ps tasks, no 'ps' job.
+    kinds = [(task_type, len(addresses)) for task_type, addresses in cluster.items()]
+    try:
+        try:
+            for task_type, count in kinds + ([('evaluator', 1)] if evaluator else []):
+                for index in range(count):
+                    config = {'cluster': cluster, 'task': {'type': task_type, 'index': index}}
+                    env = {**os.environ, 'TF_CONFIG': json.dumps(config),
+                           'PYTHONUNBUFFERED': '1'}
+                    command = (hosts.command(emulated_host(f'{task_type}:{index}'), argv)
+                               if hosts else argv)
+                    tasks[task_type].append(Task(task_type, index, command, env, output_lock))
+                    tasks[task_type][-1].start()
+        except OSError as e:
+            stop([task for kind in tasks.values() for task in kind], signal.SIGTERM, received)
+            print(f'{prog}: error: cannot run {argv[0]}: {e.strerror}', file=sys.stderr)
+            return 2
+        return supervise(tasks['ps'], tasks['worker'], tasks['evaluator'], received, prog,
+                         max_restarts)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def main(argv):
+    """Runs the launcher on `argv` (without the program name); returns the exit code."""
+    prog = os.path.basename(sys.argv[0])
+    try:
+        args, command = parse_args(argv)
+        argv = [*command, f'--worker_replicas={args.worker_replicas}',
+                f'--num_ps_tasks={args.num_ps_tasks}']
+        if args.sync_replicas:
+            argv.append('--sync_replicas')
+        if args.jobset is not None:
+            port = shape.PORT if args.port is None else args.port
+            spec = jobset.manifest(
+                args.jobset, args.image, argv, args.num_ps_tasks, args.worker_replicas,
+                args.chief, args.evaluator, args.max_restarts, args.volume, port)
+        elif not args.emulated_hosts:
+            try:
+                cluster = cluster_spec(args.bind, args.num_ps_tasks, args.worker_replicas)
+            except OSError as e:
+                raise UsageError(f'--bind {args.bind}: {e.strerror}') from e
+    except UsageError as e:
+        print(f'{prog}: error: {e}', file=sys.stderr)
+        return 2
+    if args.jobset is not None:
+        policy = [] if args.no_network_policy else [jobset.network_policy(args.jobset, port)]
+        print(jobset.to_yaml(spec, *policy), end='')
+        return 0
+    if args.bind != LOCALHOST:
+        print(f'{prog}: warning: --bind {args.bind}: TensorFlow\'s gRPC servers accept any '
+              'client that can reach their ports (no authentication)', file=sys.stderr)
+    if not args.emulated_hosts:
+        return launch(cluster, argv, prog, args.evaluator, args.max_restarts)
+    names = emulated_host_names(args.num_ps_tasks, args.worker_replicas, args.evaluator)
+    try:
+        hosts = emulated_hosts.EmulatedHosts(names, HOSTS_DOMAIN, args.link_bandwidth)
+    except (emulated_hosts.EmulatedHostsError, ValueError) as e:
+        print(f'{prog}: error: --emulated_hosts: {e}', file=sys.stderr)
+        return 2
+    with hosts:
+        print(f'{prog}: emulated hosts {hosts.prefix}: ' + ' '.join(
+            f'{host.fqdn}={host.address}' for host in hosts.hosts.values()),
+            file=sys.stderr, flush=True)
+        cluster = emulated_cluster_spec(hosts, args.num_ps_tasks, args.worker_replicas)
+        return launch(cluster, argv, prog, args.evaluator, args.max_restarts, hosts)
+
+
+def run():
+    """Console-script entry point."""
+    sys.exit(main(sys.argv[1:]))
+
+
+if __name__ == '__main__':
+    run()

@@ -1,0 +1,46 @@
+"""The errors entry points print as one line: a user's mistake (a bad flag, parameter or
+input file) and the loss of another task of the cluster.
+
+Entry points print a UsageError as one line and exit with code 2, a ClusterError as one
+line with exit code 75, an Interrupted as one line with exit code 128 + its signal's number
+(143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and
+keeps its traceback (exit code 1).
+"""
+
+
+def check_int(name, value, minimum, error=ValueError, none_ok=False):
+    """Raises `error` (a ValueError or UsageError) naming `name` as given ('num_clones',
+    '--num_clones') unless `value` is an int >= `minimum`, or None with none_ok."""
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise error(f'{name} must be an integer >= {minimum}, got {value!r}')
+
+
+class UsageError(ValueError):
+    """A user's mistake. The message is one line that names the flag (as `--flag_name`),
+    parameter or file at fault and, where there are any, the valid choices.
+
+    exit_code: 2, which restart policies do not retry: a restart would repeat the mistake.
+    """
+    exit_code = 2
+
+
+class ClusterError(RuntimeError):
+    """Another task of the cluster failed or stopped answering. The message is one line
+    naming the task.
+
+    exit_code: 75 (EX_TEMPFAIL of sysexits.h, 'try again later'): the job must restart, and
+    restart policies retry it (the launcher restarts the whole job), unlike 2, a user's
+    mistake that a retry repeats.
+    """
+    exit_code = 75
+
+
+class Interrupted(Exception):
+    """Training stopped on a signal (SIGTERM, SIGINT) after finishing its step in flight and,
+    on the chief, checkpointing it. The message is one line saying where it stopped."""
+
+    def __init__(self, message, signum):
+        super().__init__(message)
+        self.exit_code = 128 + signum
