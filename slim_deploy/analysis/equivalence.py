@@ -461,14 +461,14 @@ def _run_workers(model_fn, inputs, initial, config_args, gradient_accumulation_s
             return [workers[0].train(session, batches[0])]
     addresses = [f'{launch.LOCALHOST}:{port}'
                  for port in launch.free_ports(launch.LOCALHOST, num_workers)]
-    tasks = [tasks.ClusterTask({'worker': addresses}, 'worker', w) for w in range(num_workers)]
+    cluster = [tasks.ClusterTask({'worker': addresses}, 'worker', w) for w in range(num_workers)]
     servers = [task.start_server(loop.session_config(
         num_cpu_devices=num_clones, collective_leader=task.collective_leader))
-        for task in tasks]
+        for task in cluster]
 
     def train(w):
-        config = loop.session_config(device_filters=tasks[w].device_filters(),
-                                     collective_leader=tasks[w].collective_leader)
+        config = loop.session_config(device_filters=cluster[w].device_filters(),
+                                     collective_leader=cluster[w].collective_leader)
         with tf.Session(servers[w].target, graph=workers[w].graph, config=config) as session:
             return workers[w].train(session, batches[w])
 

@@ -67,7 +67,7 @@ import threading
 import time
 
 from slim_deploy.cluster import emulated_hosts, jobset, shape
-from slim_deploy.common.errors import ClusterError, UsageError
+from slim_deploy.common.errors import ClusterError, UsageError, check_int
 
 # Longer than training's default grace period (training.loop.GRACE_SECS): a signalled task first
 # finishes its step and checkpoints.
@@ -142,15 +142,11 @@ def parse_args(argv):
     parser = _parser()
     args = parser.parse_args(argv[:split])
     command = argv[split + 1:]
-    if args.num_ps_tasks < 0:
-        raise UsageError(f'--num_ps_tasks must be >= 0, got {args.num_ps_tasks}')
-    if args.worker_replicas < 1:
-        raise UsageError(f'--worker_replicas must be >= 1, got {args.worker_replicas}')
+    for name, minimum in (('num_ps_tasks', 0), ('worker_replicas', 1), ('max_restarts', 0)):
+        check_int(f'--{name}', getattr(args, name), minimum, UsageError)
     problem = shape.workers_problem(args.worker_replicas, args.sync_replicas)
     if problem:
         raise UsageError(problem)
-    if args.max_restarts < 0:
-        raise UsageError(f'--max_restarts must be >= 0, got {args.max_restarts}')
     if args.jobset is None:
         given = [name for name in JOBSET_ONLY
                  if getattr(args, name) != parser.get_default(name)]

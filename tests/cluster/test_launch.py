@@ -290,12 +290,14 @@ def test_signal_to_launcher_reaches_every_task(tmp_path, signum):
 
 
 @pytest.mark.parametrize('options, message', [
-    (['--num_ps_tasks=-1', '--worker_replicas=2'], '--num_ps_tasks must be >= 0, got -1'),
-    (['--num_ps_tasks=1', '--worker_replicas=0'], '--worker_replicas must be >= 1, got 0'),
+    (['--num_ps_tasks=-1', '--worker_replicas=2'],
+     '--num_ps_tasks must be an integer >= 0, got -1'),
+    (['--num_ps_tasks=1', '--worker_replicas=0'],
+     '--worker_replicas must be an integer >= 1, got 0'),
     (['--num_ps_tasks=1', '--worker_replicas=1', '--sync_replicas'],
      '--sync_replicas needs --worker_replicas > 1, got 1'),
     (['--num_ps_tasks=1', '--worker_replicas=1', '--max_restarts=-1'],
-     '--max_restarts must be >= 0, got -1'),
+     '--max_restarts must be an integer >= 0, got -1'),
     (['--num_ps_tasks=x', '--worker_replicas=1'],
      "argument --num_ps_tasks: invalid int value: 'x'"),
     (['--worker_replicas=1'], 'the following arguments are required: --num_ps_tasks'),

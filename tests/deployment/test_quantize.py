@@ -614,16 +614,16 @@ def test_deploy_trains_lenet_quantization_aware(digits_dir, tmp_path, variable_u
 def test_collective_workers_train_lenet_quantization_aware(digits_dir, tmp_path):
     """2 workers in threads of this process, each with a gRPC server on 127.0.0.1."""
     addresses = [f'{launch.LOCALHOST}:{port}' for port in launch.free_ports(launch.LOCALHOST, 2)]
-    tasks = [tasks.ClusterTask({'worker': addresses}, 'worker', w) for w in range(2)]
+    cluster = [tasks.ClusterTask({'worker': addresses}, 'worker', w) for w in range(2)]
     servers = [task.start_server(loop.session_config(
-        num_cpu_devices=1, collective_leader=task.collective_leader)) for task in tasks]
+        num_cpu_devices=1, collective_leader=task.collective_leader)) for task in cluster]
 
     def train(worker):
         with tf.Graph().as_default():
             train_op = _deploy_lenet(digits_dir, variable_update='collective', num_replicas=2,
                                      replica_id=worker, task_timeout_secs=120)
-            config = loop.session_config(device_filters=tasks[worker].device_filters(),
-                                         collective_leader=tasks[worker].collective_leader)
+            config = loop.session_config(device_filters=cluster[worker].device_filters(),
+                                         collective_leader=cluster[worker].collective_leader)
             with tf.Session(servers[worker].target, config=config) as session:
                 session.run(tf.global_variables_initializer())
                 session.run(tf.get_collection(tf.GraphKeys.LOCAL_INIT_OP))  # The broadcast.
