@@ -990,13 +990,14 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     # Create the clones.
     clones = create_clones(config, model_fn, args, kwargs)
     first_clone = clones[0]
+    copies = replicas.of_clones(clones)  # None: the clones share one set of variables.
 
     train_op = total_loss = loss_scale = None
     with tf.device(config.optimizer_device()):
         if optimizer:
             # Compute, sum and apply the clones' gradients: the training step.
             train_op, total_loss, loss_scale = _training_step(
-                config, clones, optimizer, summaries, summarize_gradients, var_list,
+                config, clones, copies, optimizer, summaries, summarize_gradients, var_list,
                 gradient_accumulation_steps)
         else:
             # Only the losses, for evaluation.
@@ -1014,7 +1015,6 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                                       name='summary_op') if summaries else None
 
     # Replicas across workers start from the chief's values.
-    copies = replicas.of_clones(clones)
     if copies and config.num_replicas > 1:
         _set_local_init_op(copies.sync_op(all_reduce.Group(
             size=config.num_replicas, local_devices=(config.clone_device(0),),
@@ -1024,11 +1024,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     return DeployedModel(train_op, summary_op, total_loss, clones)
 
 
-def _training_step(config, clones, optimizer, summaries, summarize_gradients, var_list,
-                   gradient_accumulation_steps):
-    """deploy()'s training step: (train_op, total_loss, the DynamicLossScale or None). Adds
-    the gradient summaries to `summaries` when summarize_gradients."""
-    copies = replicas.of_clones(clones)
+def _training_step(config, clones, copies, optimizer, summaries, summarize_gradients,
+                   var_list, gradient_accumulation_steps):
+    """deploy()'s training step: (train_op, total_loss, the DynamicLossScale or None).
+    copies: the clones' Replicas (None: one set of variables). Adds the gradient summaries
+    to `summaries` when summarize_gradients."""
     update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, clones[0].scope)
     with tf.device(config.variables_device()):
         global_step = tf.train.get_or_create_global_step()
