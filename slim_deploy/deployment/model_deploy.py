@@ -727,7 +727,7 @@ def _clone_placement(config, variables):
     return place
 
 
-def create_clones(config, model_fn, args=None, kwargs=None):
+def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False):
     """Calls `model_fn(*args, **kwargs)` once per clone and returns the list of Clone.
 
     Clone i is built under name scope config.clone_scope(i) and device
@@ -736,12 +736,16 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     exist: largest first onto the PS task holding the fewest bytes (variables already on
     the tasks count), with the ops colocated with them. With PS tasks, each trainable
     variable model_fn makes is read once per step where config.caching_device() places it,
-    the worker's CPU, for every clone and regularizer (see variable_sharing.caching_reads), so it
-    crosses the network once per step whatever the number of clones. When replicated,
-    clone 0 makes the variables on its device and each other clone a copy of the trainable
-    ones on its own (see slim_deploy.deployment.replicas). With sync_batch_norm, the batch norms of
-    the clones normalize together (see slim_deploy.deployment.sync_batch_norm). With xla, each
-    clone's ops (and later their gradients) are marked for XLA compilation.
+    the worker's CPU, for every clone and regularizer (see variable_sharing.caching_reads),
+    so it crosses the network once per step whatever the number of clones; with reads_in_turn
+    (deploy's, for a SyncReplicasOptimizer), the workers' steps take these reads in turn,
+    through a lock on the first ps task: synchronous workers, which an update releases
+    together, then receive the new values one after another instead of all at the end.
+    When replicated, clone 0 makes the variables on its device and each other clone a copy
+    of the trainable ones on its own (see slim_deploy.deployment.replicas). With
+    sync_batch_norm, the batch norms of the clones normalize together (see
+    slim_deploy.deployment.sync_batch_norm). With xla, each clone's ops (and later their
+    gradients) are marked for XLA compilation.
     """
     _require_graph_mode('create_clones')
     args = args or []
@@ -765,8 +769,10 @@ def create_clones(config, model_fn, args=None, kwargs=None):
     # With 16-bit math and gradients, the reads from the ps tasks cross in 16 bits too.
     read_dtype = (compression.wire_dtype(config.gradient_compression)
                   if config.precision != 'float32' else None)
-    with variable_sharing.caching_reads(config.caching_device(), read_dtype,
-                                        config.clone_scope(0) if config.prefetch_reads else None):
+    with variable_sharing.caching_reads(
+            config.caching_device(), read_dtype, prefetch=config.prefetch_reads,
+            turn_device=config._variable_devices()[0] if reads_in_turn else None,
+            update_scope=config.clone_scope(0)):
         for i in range(config.num_clones):
             with tf.name_scope(config.clone_scope(i)) as clone_scope:
                 clone_device = config.clone_device(i)
@@ -988,7 +994,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
 
     # Create the clones.
-    clones = create_clones(config, model_fn, args, kwargs)
+    clones = create_clones(config, model_fn, args, kwargs, reads_in_turn=sync_replicas)
     first_clone = clones[0]
     copies = replicas.of_clones(clones)  # None: the clones share one set of variables.
 

@@ -139,7 +139,7 @@ class CloneVariables:
 
 
 @contextlib.contextmanager
-def caching_reads(device, read_dtype=None, prefetch_scope=None):
+def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, update_scope=''):
     """Within it, each trainable variable made without a caching device of its own, by any
     API (slim, tf.get_variable, tf.compat.v1.layers, Keras layers, tf.Variable), is read once
     per step onto `device` (a device string or function): every use of its value built within (each
@@ -152,27 +152,38 @@ def caching_reads(device, read_dtype=None, prefetch_scope=None):
     statistics, whose update next to them would need the copy sent back) and variables made
     before. device: None changes nothing. read_dtype: None, or the dtype each float32
     resource variable's read crosses to `device` in (compression.read_across; gradients flow
-    back in float32). prefetch_scope: None, or a name scope ('' for the root) under which
-    each resource variable's reads come from a copy on `device` that the step refreshes
-    while it computes (see _prefetched): the next step's values cross as this step's
-    gradients do, one step older."""
+    back in float32). prefetch: each resource variable's reads come from a copy on `device`
+    that the step refreshes while it computes (see _prefetched): the next step's values
+    cross as this step's gradients do, one step older. turn_device: None, or the device (a
+    ps task's) of a lock that the workers' steps take in turn to read: a step's reads of
+    resource variables start once it holds the lock, and it lets go once every value has
+    reached `device`, so that synchronous workers, released together, receive their reads
+    one after another instead of sharing the links until all have them. update_scope: the
+    name scope ('' for the root) of the ops this adds to UPDATE_OPS (the refreshes of
+    prefetch, the lock's release), which the training step runs."""
     if device is None:
         yield
         return
-    cached = []
+    cached, received, lock = [], [], []
 
     def create(next_creator, **kwargs):
         if kwargs.get('caching_device') is not None or not _trainable(kwargs):
             return next_creator(**kwargs)
         variable = next_creator(**{**kwargs, 'caching_device': device})
         if resource_variable_ops.is_resource_variable(variable):
+            read = variable._graph_element
+            if turn_device is not None:
+                if not lock:
+                    lock.append(_lock(turn_device))
+                read = _read_after(variable, lock[0])
             narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
-            value = (compression.read_across(variable._graph_element, narrow, device)
-                     if narrow is not None else None)
-            if prefetch_scope is not None:
-                value = _prefetched(variable, value, device, prefetch_scope)
+            value = (compression.read_across(read, narrow, device) if narrow is not None
+                     else _sent(read, device) if turn_device is not None else None)
+            if prefetch:
+                value = _prefetched(variable, value, device, update_scope)
             if value is not None:
                 variable._cached_value = value  # TensorFlow's cached read.
+                received.append(value)
         cached.append(variable)
         return variable
 
@@ -182,6 +193,40 @@ def caching_reads(device, read_dtype=None, prefetch_scope=None):
     finally:
         for variable in cached:
             _uncache(variable)
+    if lock:
+        with tf.name_scope(_scope(update_scope, 'reads_in_turn')), \
+                tf.colocate_with(None, ignore_existing=True), tf.device(turn_device), \
+                tf.control_dependencies(received):
+            tf.add_to_collection(tf.GraphKeys.UPDATE_OPS,
+                                 tf.raw_ops.ConsumeMutexLock(mutex_lock=lock[0], name='release'))
+
+
+def _lock(device):
+    """The lock of caching_reads' turns: the op taking a mutex on `device` that every
+    worker's graph names alike, so that their steps share it."""
+    with tf.name_scope('reads_in_turn/'), tf.colocate_with(None, ignore_existing=True), \
+            tf.device(device):
+        mutex = tf.raw_ops.MutexV2(shared_name='slim_deploy_reads_in_turn', name='mutex')
+        return tf.raw_ops.MutexLock(mutex=mutex, name='take')
+
+
+def _read_after(variable, lock):
+    """A read of resource `variable`, next to it, once the step holds `lock`."""
+    with tf.colocate_with(variable.handle), tf.name_scope(_scope(variable.op.name, 'Read')), \
+            tf.control_dependencies([lock]):
+        return tf.raw_ops.ReadVariableOp(resource=variable.handle,
+                                         dtype=variable.dtype.base_dtype, name='in_turn')
+
+
+def _sent(read, device):
+    """`read` (a tensor) as received on `device`."""
+    with tf.colocate_with(None, ignore_existing=True), tf.device(device):
+        return tf.identity(read)
+
+
+def _scope(*names):
+    """The absolute name scope of `names` joined ('' ones left out)."""
+    return '/'.join(filter(None, names)) + '/'
 
 
 def _prefetched(variable, fresh, device, update_scope):
@@ -192,9 +237,8 @@ def _prefetched(variable, fresh, device, update_scope):
     refresh does not wait for the step's update: in an asynchronous step the next values
     cross while the gradients do. Gradients flow to the variable itself."""
     graph = tf.get_default_graph()
-    scope = '/'.join(filter(None, [update_scope, variable.op.name, 'prefetched'])) + '/'
-    with tf.name_scope(scope), tf.colocate_with(None, ignore_existing=True), \
-            tf.device(device):
+    with tf.name_scope(_scope(update_scope, variable.op.name, 'prefetched')), \
+            tf.colocate_with(None, ignore_existing=True), tf.device(device):
         if fresh is None:
             fresh = tf.identity(variable._graph_element, name='fresh')
         copy = resource_variable_ops.ResourceVariable(  # Made by no variable creator.

@@ -1,0 +1,175 @@
+"""Reads in turn (create_clones' reads_in_turn, which deploy() sets for a
+SyncReplicasOptimizer): each step's reads of the ps tasks' variables start once it holds a lock
+on the first ps task, and it lets go once the values have reached the worker. The lock and
+its release in deploy()'s graph, a real step through gRPC servers waiting for the lock, and
+the lock freed when the worker holding it dies."""
+import json
+import pathlib
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from slim_deploy.cluster.launch import LOCALHOST, free_ports
+from slim_deploy.deployment import variable_sharing
+from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones
+from graphs import built, lenet_model_fn
+
+PS_CPU = '/job:ps/task:0/device:CPU:0'
+WORKER_CPU = '/job:worker/task:0/device:CPU:0'
+
+
+def _sync_built(config):
+    """The graph deploy() builds of lenet with `config` and a SyncReplicasOptimizer."""
+    optimizer = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+    graph = built(config, lenet_model_fn(), optimizer)
+    optimizer.ready_for_local_init_op.mark_used()  # Else TF logs an error when it is freed.
+    return graph
+
+
+def _ops(graph, op_type):
+    return [op for op in graph.get_operations() if op.type == op_type]
+
+
+def test_synchronous_workers_read_every_variable_under_the_lock_and_release_it():
+    config = DeploymentConfig(num_clones=2, num_replicas=2, num_ps_tasks=2)
+    graph = _sync_built(config)
+    (lock,) = _ops(graph, 'MutexLock')
+    (release,) = _ops(graph, 'ConsumeMutexLock')
+    assert lock.device == release.device == PS_CPU
+    assert release.inputs[0] is lock.outputs[0]
+    with graph.as_default():
+        variables = tf.trainable_variables()
+    reads = [graph.get_operation_by_name(f'{v.op.name}/Read/in_turn') for v in variables]
+    assert {v.device for v in variables} == {PS_CPU, '/job:ps/task:1/device:CPU:0'}
+    for variable, read in zip(variables, reads):
+        assert lock in read.control_inputs and read.device == variable.device
+    # The release waits for each value to be on the worker, and the step runs it.
+    arrived = {op.inputs[0].op for op in release.control_inputs}
+    assert arrived == set(reads) and {op.device for op in release.control_inputs} == {WORKER_CPU}
+    assert release in graph.get_operation_by_name('train_op').control_inputs
+    # Every clone's layers take the values read under the lock.
+    forward = [op for op in graph.get_operations()
+               if op.name.startswith(('clone_0/LeNet', 'clone_1/LeNet'))]
+    assert forward and {t.op for op in forward for t in op.inputs
+                        if t.op.type == 'ReadVariableOp' and 'ps' in t.op.device} == set()
+
+
+def test_asynchronous_workers_and_one_process_take_no_lock():
+    for config in (DeploymentConfig(num_replicas=2, num_ps_tasks=1), DeploymentConfig()):
+        graph = built(config, lenet_model_fn())
+        assert not _ops(graph, 'MutexLock')
+    graph = _sync_built(DeploymentConfig(num_clones=2))
+    assert not _ops(graph, 'MutexLock')  # No ps task: nothing crosses to read.
+
+
+def _quadratic():
+    """model_fn: loss 0.5 * |w|^2 of a 3-vector w starting at 1."""
+    w = tf.get_variable('w', [3], initializer=tf.ones_initializer(), use_resource=True)
+    tf.losses.add_loss(0.5 * tf.reduce_sum(tf.square(w)))
+
+
+def _holding(device, gate_device):
+    """(taken, gate, hold): running `hold` takes the lock of reads in turn on `device`, as
+    another worker's step, puts an element in queue `taken` and keeps the lock until queue
+    `gate` (on `gate_device`) gets one."""
+    with tf.device(device):
+        taken = tf.FIFOQueue(1, tf.int32, [], shared_name='taken')
+        held = variable_sharing._lock(device)
+        with tf.control_dependencies([held]):
+            said = taken.enqueue(0)
+    with tf.device(gate_device), tf.control_dependencies([said]):
+        gate = tf.FIFOQueue(1, tf.int32, [])
+        opened = gate.dequeue()
+    with tf.device(device), tf.control_dependencies([opened]):
+        return taken, gate, tf.raw_ops.ConsumeMutexLock(mutex_lock=held)
+
+
+def _clones_step(num_replicas=1):
+    """The fetches of a step of _quadratic's clones reading in turn from 1 ps task: the
+    loss, and the lock's release."""
+    config = DeploymentConfig(num_ps_tasks=1, num_replicas=num_replicas, clone_on_cpu=True)
+    create_clones(config, _quadratic, reads_in_turn=True)
+    return [tf.losses.get_total_loss(), tf.get_collection(tf.GraphKeys.UPDATE_OPS)]
+
+
+def test_a_step_reads_once_another_lets_go_of_the_lock():
+    """1 ps task and 1 worker, gRPC servers in this process: while another step holds the
+    lock (until a queue gets an element) a step of the clones waits; once it is let go the
+    step computes with the values read, and releases the lock for the next."""
+    ports = free_ports(LOCALHOST, 2)
+    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
+                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
+    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    with tf.Graph().as_default():
+        step = _clones_step()
+        taken, gate, hold = _holding(PS_CPU, PS_CPU)
+        with tf.Session(servers[1].target) as session:
+            session.run(tf.global_variables_initializer())
+            holder = threading.Thread(target=session.run, args=(hold,))
+            holder.start()
+            losses = []
+            reader = threading.Thread(target=lambda: losses.append(session.run(step)[0]))
+            session.run(taken.dequeue())  # It holds the lock, waiting for the gate.
+            reader.start()
+            reader.join(timeout=2)
+            assert reader.is_alive() and not losses
+            session.run(gate.enqueue(0))
+            for thread in (holder, reader):
+                thread.join(timeout=60)
+                assert not thread.is_alive()
+            np.testing.assert_allclose(losses, [1.5])
+            np.testing.assert_allclose(session.run(step[0]), 1.5)  # The step let go.
+
+
+# Another worker whose step holds the lock until its own queue, which nothing feeds, gets an
+# element: the ps task's part of its step waits for that worker's part.
+HOLDER = """
+import json, sys
+import tensorflow.compat.v1 as tf
+sys.path[:0] = sys.argv[2:]  # This file's folder and the tests' (for graphs).
+from test_reads_in_turn import _holding
+tf.disable_eager_execution()
+server = tf.distribute.Server(tf.train.ClusterSpec(json.loads(sys.argv[1])), 'worker', 1)
+with tf.Graph().as_default(), tf.Session(server.target) as session:
+    session.run(_holding('/job:ps/task:0/device:CPU:0', '/job:worker/task:1/device:CPU:0')[2])
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_holding_the_lock_lets_go_of_it():
+    """A ps task in this process, a worker process holding the lock: killed, its step on the
+    ps task ends (its part there can no longer hear from it) and frees the lock at once."""
+    ports = free_ports(LOCALHOST, 3)
+    spec = {'ps': [f'{LOCALHOST}:{ports[0]}'],
+            'worker': [f'{LOCALHOST}:{ports[1]}', f'{LOCALHOST}:{ports[2]}']}
+    cluster = tf.train.ClusterSpec(spec)
+    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    here = pathlib.Path(__file__).parent
+    holder = subprocess.Popen([sys.executable, '-c', HOLDER, json.dumps(spec), str(here),
+                               str(here.parent)])
+    try:
+        with tf.Graph().as_default():
+            step = _clones_step(num_replicas=2)
+            with tf.device(PS_CPU):
+                taken = tf.FIFOQueue(1, tf.int32, [], shared_name='taken')
+            options = tf.ConfigProto(device_filters=['/job:ps', '/job:worker/task:0'])
+            with tf.Session(servers[1].target, config=options) as session:
+                session.run(tf.global_variables_initializer())
+                # The holder holds the lock (or failed to start within a minute).
+                session.run(taken.dequeue(), options=tf.RunOptions(timeout_in_ms=60000))
+                losses = []
+                reader = threading.Thread(target=lambda: losses.append(session.run(step)[0]))
+                reader.start()
+                reader.join(timeout=2)
+                assert reader.is_alive() and not losses
+                holder.kill()
+                reader.join(timeout=60)
+                assert not reader.is_alive()
+                np.testing.assert_allclose(losses, [1.5])
+    finally:
+        holder.kill()
+        holder.wait()
