@@ -109,11 +109,13 @@ def test_a_step_reads_once_another_lets_go_of_the_lock():
         taken, gate, hold = _holding(PS_CPU, PS_CPU)
         with tf.Session(servers[1].target) as session:
             session.run(tf.global_variables_initializer())
-            holder = threading.Thread(target=session.run, args=(hold,))
+            holder = threading.Thread(target=session.run, args=(hold,), daemon=True)
             holder.start()
             losses = []
-            reader = threading.Thread(target=lambda: losses.append(session.run(step)[0]))
-            session.run(taken.dequeue())  # It holds the lock, waiting for the gate.
+            reader = threading.Thread(target=lambda: losses.append(session.run(step)[0]),
+                                      daemon=True)
+            # It holds the lock, waiting for the gate.
+            session.run(taken.dequeue(), options=tf.RunOptions(timeout_in_ms=60000))
             reader.start()
             reader.join(timeout=2)
             assert reader.is_alive() and not losses
@@ -162,7 +164,8 @@ def test_a_worker_that_dies_holding_the_lock_lets_go_of_it():
                 # The holder holds the lock (or failed to start within a minute).
                 session.run(taken.dequeue(), options=tf.RunOptions(timeout_in_ms=60000))
                 losses = []
-                reader = threading.Thread(target=lambda: losses.append(session.run(step)[0]))
+                reader = threading.Thread(target=lambda: losses.append(session.run(step)[0]),
+                                          daemon=True)
                 reader.start()
                 reader.join(timeout=2)
                 assert reader.is_alive() and not losses

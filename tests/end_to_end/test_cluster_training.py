@@ -66,6 +66,20 @@ def test_sync_workers_end_cleanly_and_count_dropped_gradients(digits_dir, tmp_pa
     assert_variables_on_ps(tmp_path)
 
 
+def test_sync_workers_read_in_turn_from_two_ps_tasks_to_the_last_step(digits_dir, tmp_path):
+    """The lock of the reads in turn sits on ps task 0; the reads of ps task 1's variables
+    wait for it too."""
+    code, output = launch_cluster('--num_ps_tasks=2', '--worker_replicas=2', '--sync_replicas',
+                                  args=train_args(tmp_path, digits_dir, 20))
+    assert code == 0, output[-3000:]
+    placement = json.loads((tmp_path / 'run_config.json').read_text())['placement']
+    assert [line for line in placement if line.startswith('ps task 1')]
+    assert steps_run(task_lines(output, 'worker:0'))[0] == 20
+    assert steps_run(task_lines(output, 'worker:1'))[0] == 20
+    assert checkpoint_step(tmp_path) == 20
+    assert_restores(tmp_path, 20)
+
+
 def test_sync_workers_accumulate_micro_batches_as_more_gradients(digits_dir, tmp_path):
     code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas',
                                   args=train_args(tmp_path, digits_dir, 6,
