@@ -737,10 +737,12 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
     the tasks count), with the ops colocated with them. With PS tasks, each trainable
     variable model_fn makes is read once per step where config.caching_device() places it,
     the worker's CPU, for every clone and regularizer (see variable_sharing.caching_reads),
-    so it crosses the network once per step whatever the number of clones; with reads_in_turn
-    (deploy's, for a SyncReplicasOptimizer), the workers' steps take these reads in turn,
-    through a lock on the first ps task: synchronous workers, which an update releases
-    together, then receive the new values one after another instead of all at the end.
+    so it crosses the network once per step whatever the number of clones. With
+    reads_in_turn (deploy's for training, unless config.prefetch_reads), the workers' steps
+    take these reads in turn, through a lock on the first ps task that a step holds until
+    the values reached it: workers then receive the values one after another instead of all
+    at the end, and one's gradients cross while another reads; the lock's release joins
+    clone 0's UPDATE_OPS, which the training step must run.
     When replicated, clone 0 makes the variables on its device and each other clone a copy
     of the trainable ones on its own (see slim_deploy.deployment.replicas). With
     sync_batch_norm, the batch norms of the clones normalize together (see
@@ -994,7 +996,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
 
     # Create the clones.
-    clones = create_clones(config, model_fn, args, kwargs, reads_in_turn=sync_replicas)
+    clones = create_clones(config, model_fn, args, kwargs,
+                           reads_in_turn=optimizer is not None and not config.prefetch_reads)
     first_clone = clones[0]
     copies = replicas.of_clones(clones)  # None: the clones share one set of variables.
 

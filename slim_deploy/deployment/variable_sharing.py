@@ -157,8 +157,8 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
     cross as this step's gradients do, one step older. turn_device: None, or the device (a
     ps task's) of a lock that the workers' steps take in turn to read: a step's reads of
     resource variables start once it holds the lock, and it lets go once every value has
-    reached `device`, so that synchronous workers, released together, receive their reads
-    one after another instead of sharing the links until all have them. update_scope: the
+    reached `device` (or when the step ends), so that workers receive their reads one after
+    another instead of sharing the links until all have them. update_scope: the
     name scope ('' for the root) of the ops this adds to UPDATE_OPS (the refreshes of
     prefetch, the lock's release), which the training step runs."""
     if device is None:
@@ -171,16 +171,18 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
             return next_creator(**kwargs)
         variable = next_creator(**{**kwargs, 'caching_device': device})
         if resource_variable_ops.is_resource_variable(variable):
-            read = variable._graph_element
-            if turn_device is not None:
-                if not lock:
-                    lock.append(_lock(turn_device))
-                read = _read_after(variable, lock[0])
-            narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
-            value = (compression.read_across(read, narrow, device) if narrow is not None
-                     else _sent(read, device) if turn_device is not None else None)
-            if prefetch:
-                value = _prefetched(variable, value, device, update_scope)
+            # Outside XLA's clusters, whose computation would hold the lock.
+            with tf.xla.experimental.jit_scope(compile_ops=False):
+                read = variable._graph_element
+                if turn_device is not None:
+                    if not lock:
+                        lock.append(_lock(turn_device))
+                    read = _read_after(variable, lock[0])
+                narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
+                value = (compression.read_across(read, narrow, device) if narrow is not None
+                         else _sent(read, device) if turn_device is not None else None)
+                if prefetch:
+                    value = _prefetched(variable, value, device, update_scope)
             if value is not None:
                 variable._cached_value = value  # TensorFlow's cached read.
                 received.append(value)

@@ -1,5 +1,5 @@
-"""Reads in turn (create_clones' reads_in_turn, which deploy() sets for a
-SyncReplicasOptimizer): each step's reads of the ps tasks' variables start once it holds a lock
+"""Reads in turn (create_clones' reads_in_turn, which deploy() sets to train with ps tasks,
+unless the reads are prefetched): each step's reads of the ps tasks' variables start once it holds a lock
 on the first ps task, and it lets go once the values have reached the worker. The lock and
 its release in deploy()'s graph, a real step through gRPC servers waiting for the lock, and
 the lock freed when the worker holding it dies."""
@@ -15,7 +15,7 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.deployment import variable_sharing
-from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones
+from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones, deploy
 from graphs import built, lenet_model_fn
 
 PS_CPU = '/job:ps/task:0/device:CPU:0'
@@ -34,9 +34,10 @@ def _ops(graph, op_type):
     return [op for op in graph.get_operations() if op.type == op_type]
 
 
-def test_synchronous_workers_read_every_variable_under_the_lock_and_release_it():
+@pytest.mark.parametrize('synchronous', [True, False])
+def test_workers_read_every_variable_under_the_lock_and_release_it(synchronous):
     config = DeploymentConfig(num_clones=2, num_replicas=2, num_ps_tasks=2)
-    graph = _sync_built(config)
+    graph = _sync_built(config) if synchronous else built(config, lenet_model_fn())
     (lock,) = _ops(graph, 'MutexLock')
     (release,) = _ops(graph, 'ConsumeMutexLock')
     assert lock.device == release.device == PS_CPU
@@ -58,12 +59,31 @@ def test_synchronous_workers_read_every_variable_under_the_lock_and_release_it()
                         if t.op.type == 'ReadVariableOp' and 'ps' in t.op.device} == set()
 
 
-def test_asynchronous_workers_and_one_process_take_no_lock():
-    for config in (DeploymentConfig(num_replicas=2, num_ps_tasks=1), DeploymentConfig()):
-        graph = built(config, lenet_model_fn())
-        assert not _ops(graph, 'MutexLock')
-    graph = _sync_built(DeploymentConfig(num_clones=2))
-    assert not _ops(graph, 'MutexLock')  # No ps task: nothing crosses to read.
+@pytest.mark.parametrize('config', [
+    DeploymentConfig(num_replicas=2, num_ps_tasks=1, prefetch_reads=True),
+    DeploymentConfig(num_clones=2),  # No ps task: nothing crosses to read.
+    DeploymentConfig(num_replicas=2, variable_update='collective'),
+], ids=['prefetched', 'one_process', 'collective'])
+def test_workers_without_reads_across_take_no_lock(config):
+    assert not _ops(built(config, lenet_model_fn()), 'MutexLock')
+
+
+def test_evaluation_takes_no_lock():
+    with tf.Graph().as_default() as graph:
+        deploy(DeploymentConfig(num_replicas=2, num_ps_tasks=1), lenet_model_fn())
+    assert not _ops(graph, 'MutexLock')
+
+
+def test_with_xla_the_reads_stay_out_of_the_clusters():
+    """A cluster would hold the lock until its computation ends."""
+    graph = built(DeploymentConfig(num_replicas=2, num_ps_tasks=1, xla=True), lenet_model_fn())
+    (release,) = _ops(graph, 'ConsumeMutexLock')
+    received = release.control_inputs
+    turns = [*_ops(graph, 'MutexLock'), *received, *(op.inputs[0].op for op in received)]
+    assert len(turns) == 1 + 2 * 8
+    assert not any(op.get_attr('_XlaCompile') for op in turns)
+    conv = graph.get_operation_by_name('LeNet/conv1/Conv2D')
+    assert conv.get_attr('_XlaCompile')
 
 
 def _quadratic():
@@ -124,7 +144,10 @@ def test_a_step_reads_once_another_lets_go_of_the_lock():
                 thread.join(timeout=60)
                 assert not thread.is_alive()
             np.testing.assert_allclose(losses, [1.5])
-            np.testing.assert_allclose(session.run(step[0]), 1.5)  # The step let go.
+            np.testing.assert_allclose(session.run(step)[0], 1.5)  # The step let go.
+            for _ in range(2):  # A step that does not run the release lets go as it ends.
+                np.testing.assert_allclose(
+                    session.run(step[0], options=tf.RunOptions(timeout_in_ms=60000)), 1.5)
 
 
 # Another worker whose step holds the lock until its own queue, which nothing feeds, gets an
