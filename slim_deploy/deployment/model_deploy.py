@@ -946,7 +946,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     train_op runs the summed-gradient update (creating the global step on the variables
     device) and the first clone's UPDATE_OPS, and returns total_loss. Without an optimizer
     only the losses are gathered, for evaluation. summary_op merges the summaries that
-    existed before the call with the first clone's and the loss summaries.
+    existed before the call with the first clone's and the loss summaries. With ps tasks
+    the training step reads the variables in turn with the other workers' (create_clones'
+    reads_in_turn), unless config.prefetch_reads.
 
     var_list: the variables to train: None for all trainable ones, a list, or a function
     returning the list, called once the clones have created the variables.
