@@ -73,7 +73,7 @@ rules (Link.rule):
     (s_1 + ... + s_k), as above), and after the last of the W workers' reads (W x (r_1 +
     ... + r_k), taken in decreasing order of the bytes d_k that wait for them) that worker
     still sends d_k bytes. Not in + out: one worker's gradients can pass while another
-    still reads (deploy() has synchronous workers read in turn for it, see
+    still reads (deploy() has the workers read in turn for it, see
     variable_sharing.caching_reads); for lenet on one ps task and 2 workers, 3 x 13.1 MB,
     not 4 x 13.1 MB.
 A link whose rule gives no more than max(in, out) is 'each way'. Bytes that pass only after
