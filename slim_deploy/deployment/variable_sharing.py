@@ -158,9 +158,9 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
     ps task's) of a lock that the workers' steps take in turn to read: a step's reads of
     resource variables start once it holds the lock, and it lets go once every value has
     reached `device` (or when the step ends), so that workers receive their reads one after
-    another instead of sharing the links until all have them. update_scope: the
-    name scope ('' for the root) of the ops this adds to UPDATE_OPS (the refreshes of
-    prefetch, the lock's release), which the training step runs."""
+    another instead of sharing the links until all have them. update_scope: the name scope
+    ('' for the root) of the ops this adds to UPDATE_OPS (the refreshes of prefetch, the
+    lock's release), which the training step runs."""
     if device is None:
         yield
         return
