@@ -147,9 +147,9 @@ def ps_tasks(args, name):
 def label(args, name):
     """'parameter_server async, 1 ps', 'collective, bfloat16 gradients, bfloat16 math': run
     `name`'s label."""
-    tasks, compression, math = ps_tasks(args, name), compression_of(name), precision_of(name)
+    tasks, gradients, math = ps_tasks(args, name), compression_of(name), precision_of(name)
     return (setup_of(name).label + (f', {tasks} ps' if tasks else '') +
-            (f', {compression} gradients' if compression != 'none' else '') +
+            (f', {gradients} gradients' if gradients != 'none' else '') +
             (f', {math} math' if math != 'float32' else ''))
 
 

@@ -3,6 +3,7 @@ filesystem to run commands in as a container runtime would (podman run cannot ru
 chroot into a writable mount of a container made from the image, with /proc, /sys, /dev and
 the pod's volumes bind-mounted). Needs root."""
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -15,9 +16,11 @@ from helpers import REPO
 IMAGE = 'localhost/slim-deploy:test'
 
 
+@functools.cache
 def build():
-    """Builds IMAGE from this checkout (cached layers make a rebuild quick); skips the test
-    in one line when podman or mmdebstrap is missing."""
+    """Builds IMAGE from this checkout, once per test run (the build keeps no layers to
+    reuse; it replaces the IMAGE of the run before); skips the test in one line when podman
+    or mmdebstrap is missing. Returns the line the build printed: IMAGE and its size."""
     missing = [tool for tool in ('podman', 'mmdebstrap') if not shutil.which(tool)]
     if missing:
         pytest.skip(f'{" and ".join(missing)} missing: apt install podman mmdebstrap to build '

@@ -10,6 +10,8 @@
 # `podman import`. pip's settings pass through as build arguments (PIP_INDEX_URL,
 # PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST, from the environment), and its CA bundle
 # (PIP_CERT, else pip's configured `cert`) as a build secret, never stored in the image.
+# The build keeps no intermediate layers, and removes the image IMAGE named before unless
+# another name or a container uses it: rebuilding leaves one image, not one per build.
 # Needs root or rootless podman, and mmdebstrap for the default base. Prints the image's
 # name and size.
 set -euo pipefail
@@ -32,7 +34,7 @@ if [ "$BASE" = "$DEFAULT_BASE" ] && ! podman image exists "$BASE"; then
     podman import --quiet "$work/rootfs.tar" "$BASE" >/dev/null
 fi
 
-args=(--isolation chroot --file Containerfile --tag "$IMAGE" --build-arg "BASE=$BASE")
+args=(--isolation chroot --layers=false --file Containerfile --tag "$IMAGE" --build-arg "BASE=$BASE")
 for setting in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST; do
     [ -n "${!setting:-}" ] && args+=(--build-arg "$setting=${!setting}")
 done
@@ -40,5 +42,11 @@ cert=${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}
 if [ -n "$cert" ]; then
     args+=(--secret "id=pip_cert,src=$cert" --build-arg PIP_CERT=/run/secrets/pip_cert)
 fi
+replaced=$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 podman --log-level error build --quiet "${args[@]}" . >/dev/null
+# The image this build replaced goes, with its build stage's layers, unless it still has a
+# name or a container.
+if [ -n "$replaced" ] && [ "$replaced" != "$(podman image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+    podman rmi "$replaced" >/dev/null 2>&1 || true
+fi
 echo "$IMAGE $(podman image inspect --format '{{.Size}}' "$IMAGE" | numfmt --to=si)B"

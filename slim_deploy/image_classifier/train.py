@@ -6,9 +6,11 @@ Rerunning with the same train_dir resumes from its latest checkpoint; fine_tunin
 checkpoint_path only seeds a train_dir that has none.
 """
 import collections
+import contextlib
 
 from absl import logging
 import tensorflow.compat.v1 as tf
+from tensorflow.python.framework import config as tf_config
 import tf_slim as slim
 
 from slim_deploy.cluster import tasks
@@ -48,7 +50,7 @@ def train(config):
     warmup_steps = optimization.epochs_to_steps(
         model.split.num_samples, config.optimization.warmup_epochs, config.examples_per_step)
     collective = cluster.variable_update == 'collective'
-    with tf.Graph().as_default():
+    with tf.Graph().as_default(), _op_determinism_restored():
         # The training graph, and what it does, logged.
         graph = _build(config, model, deployment, warmup_steps)
         logging.info('Placement:\n%s', graph.plan)
@@ -97,6 +99,19 @@ def train(config):
                      f' ({monitor.skipped_updates} updates skipped by loss scaling)'
                      if monitor.skipped_updates else '', config.train_dir)
     return final_step
+
+
+@contextlib.contextmanager
+def _op_determinism_restored():
+    """Turns TensorFlow's op determinism back off on exit if it was off on entry: a seeded
+    deploy() turns it on for the process, where it would make a later unseeded graph's
+    random ops fail."""
+    was_on = tf_config.is_op_determinism_enabled()
+    try:
+        yield
+    finally:
+        if not was_on:
+            tf_config.disable_op_determinism()
 
 
 def _start_as_chief(config, model, graph, warmup_steps):

@@ -61,7 +61,8 @@ def test_replicas_read_disjoint_parts(tmp_path, num_shards):
     for replica in range(2):
         batches = run_batches(lambda: pipeline.training_batches(
             split, identity_preprocessing, 2, batch_size=6, replica_id=replica,
-            num_replicas=2), 10)  # 5 epochs of the replica's 12 examples.
+            num_replicas=2), 20)  # 10 epochs of the replica's 12 examples, drawn in no
+        # fixed order (unseeded): 5 missed one once in a fast-tier run.
         parts.append({i for images, _ in batches for i in example_ids(images)})
     assert not parts[0] & parts[1]
     assert parts[0] | parts[1] == set(range(24))

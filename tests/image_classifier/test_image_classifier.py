@@ -201,6 +201,14 @@ def test_fine_tuning_only_seeds_an_empty_train_dir(trained, digits_dir, tmp_path
     assert not any(message.startswith('Fine-tuning from') for message in second)
 
 
+def test_a_seeded_run_leaves_op_determinism_off_for_the_graphs_after_it(digits_dir, tmp_path):
+    """Seeded, the run turns op determinism on; unseeded random ops of a later graph in the
+    process still run (with it on they fail: 'Random ops require a seed')."""
+    train.train(train_config(tmp_path, digits_dir, max_number_of_steps=1, num_clones=1, seed=3))
+    with tf.Graph().as_default(), tf.Session() as sess:
+        assert sess.run(tf.random.uniform([2])).shape == (2,)
+
+
 @pytest.mark.slow
 def test_checkpoints_of_every_mode_resume_fine_tune_and_evaluate_in_the_others(
         trained, digits_dir, tmp_path):
