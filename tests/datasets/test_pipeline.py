@@ -62,7 +62,7 @@ def test_replicas_read_disjoint_parts(tmp_path, num_shards):
         batches = run_batches(lambda: pipeline.training_batches(
             split, identity_preprocessing, 2, batch_size=6, replica_id=replica,
             num_replicas=2), 20)  # 10 epochs of the replica's 12 examples, drawn in no
-        # fixed order (unseeded): 5 missed one once in a fast-tier run.
+        # fixed order (unseeded): with 5 this failed once in a fast-tier run.
         parts.append({i for images, _ in batches for i in example_ids(images)})
     assert not parts[0] & parts[1]
     assert parts[0] | parts[1] == set(range(24))
