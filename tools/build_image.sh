@@ -44,9 +44,9 @@ if [ -n "$cert" ]; then
 fi
 replaced=$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 podman --log-level error build --quiet "${args[@]}" . >/dev/null
-# The image this build replaced goes, with its build stage's layers, unless it still has a
-# name or a container.
-if [ -n "$replaced" ] && [ "$replaced" != "$(podman image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+read -r built size < <(podman image inspect --format '{{.Id}} {{.Size}}' "$IMAGE")
+# The image this build replaced goes unless it still has a name or a container.
+if [ -n "$replaced" ] && [ "$replaced" != "$built" ]; then
     podman rmi "$replaced" >/dev/null 2>&1 || true
 fi
-echo "$IMAGE $(podman image inspect --format '{{.Size}}' "$IMAGE" | numfmt --to=si)B"
+echo "$IMAGE $(numfmt --to=si "$size")B"

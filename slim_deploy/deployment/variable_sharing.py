@@ -166,6 +166,19 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
         return
     cached, received, lock = [], [], []
 
+    def value_on_device(variable):
+        """What the steps use as resource `variable`'s value on `device` (None: TensorFlow's
+        own cached read)."""
+        read = variable._graph_element
+        if turn_device is not None:
+            if not lock:
+                lock.append(_lock(turn_device))
+            read = _read_after(variable, lock[0])
+        narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
+        value = (compression.read_across(read, narrow, device) if narrow is not None
+                 else _sent(read, device) if turn_device is not None else None)
+        return _prefetched(variable, value, device, update_scope) if prefetch else value
+
     def create(next_creator, **kwargs):
         if kwargs.get('caching_device') is not None or not _trainable(kwargs):
             return next_creator(**kwargs)
@@ -173,16 +186,7 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
         if resource_variable_ops.is_resource_variable(variable):
             # Outside XLA's clusters, whose computation would hold the lock.
             with tf.xla.experimental.jit_scope(compile_ops=False):
-                read = variable._graph_element
-                if turn_device is not None:
-                    if not lock:
-                        lock.append(_lock(turn_device))
-                    read = _read_after(variable, lock[0])
-                narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
-                value = (compression.read_across(read, narrow, device) if narrow is not None
-                         else _sent(read, device) if turn_device is not None else None)
-                if prefetch:
-                    value = _prefetched(variable, value, device, update_scope)
+                value = value_on_device(variable)
             if value is not None:
                 variable._cached_value = value  # TensorFlow's cached read.
                 received.append(value)

@@ -1,8 +1,8 @@
 """Reads in turn (create_clones' reads_in_turn, which deploy() sets to train with ps tasks,
-unless the reads are prefetched): each step's reads of the ps tasks' variables start once it holds a lock
-on the first ps task, and it lets go once the values have reached the worker. The lock and
-its release in deploy()'s graph, a real step through gRPC servers waiting for the lock, and
-the lock freed when the worker holding it dies."""
+unless the reads are prefetched): each step's reads of the ps tasks' variables start once it
+holds a lock on the first ps task, and it lets go once the values have reached the worker.
+The lock and its release in deploy()'s graph, a real step through gRPC servers waiting for
+the lock, and the lock freed when the worker holding it dies."""
 import json
 import pathlib
 import subprocess
