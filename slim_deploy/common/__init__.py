@@ -1,6 +1,7 @@
 """What every other package of slim-deploy uses.
 
-Public (__all__): errors (UsageError, ClusterError, Interrupted, check_int), registry
+Public (__all__): errors (UsageError, DataError, StorageError, ClusterError,
+Interrupted, check_int), registry
 (Registry: names to things, with one-line errors), compat (the tf-slim repairs). Internal:
 fileio (atomic writes), native_stderr (capturing what C++ prints).
 

@@ -1,8 +1,8 @@
 """The errors entry points print as one line: a user's mistake (a bad flag, parameter or
 input file) and the loss of another task of the cluster.
 
-Entry points print a UsageError as one line and exit with code 2, a ClusterError as one
-line with exit code 75, an Interrupted as one line with exit code 128 + its signal's number
+Entry points print a UsageError as one line and exit with code 2, a DataError with 65, a
+StorageError with 74, a ClusterError with 75, an Interrupted with 128 + its signal's number
 (143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and
 keeps its traceback (exit code 1).
 """
@@ -24,6 +24,30 @@ class UsageError(ValueError):
     exit_code: 2, which restart policies do not retry: a restart would repeat the mistake.
     """
     exit_code = 2
+
+
+class DataError(RuntimeError):
+    """The input data is damaged: a torn, missing or corrupt shard, or more undecodable
+    records than --max_bad_records allows. The message is one line naming the shard (and the
+    record's index in it).
+
+    exit_code: 65 (EX_DATAERR of sysexits.h): a restart would read the same data.
+    """
+    exit_code = 65
+
+
+class StorageError(RuntimeError):
+    """A file could not be written: the disk is full, a quota or a read-only file system.
+    The message is one line naming the directory, the cause and what was kept.
+
+    exit_code: 74 (EX_IOERR of sysexits.h): a restart fails the same way until space is
+    freed.
+    """
+    exit_code = 74
+
+
+# Exit codes a restart would repeat (restart policies must not retry them).
+FINAL_EXIT_CODES = (UsageError.exit_code, DataError.exit_code, StorageError.exit_code)
 
 
 class ClusterError(RuntimeError):

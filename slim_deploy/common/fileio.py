@@ -1,11 +1,13 @@
-"""Atomic file writes: readers see the old file or the whole new one, never a part."""
+"""Atomic file writes (readers see the old file or the whole new one, never a part), and
+the failures of writes for lack of space."""
 import contextlib
+import errno
 import json
 import os
 import shutil
 import tempfile
 
-from slim_deploy.common.errors import UsageError
+from slim_deploy.common.errors import StorageError, UsageError
 
 
 _TEMPORARY_MARK = '.tmp-'
@@ -55,3 +57,57 @@ def check_writable_dir(path, flag):
     except OSError as e:
         raise UsageError(f'{flag} {path!r} is not a writable directory: '
                          f'{e.strerror or e}') from None
+
+
+# The causes of a write failing for lack of room, by errno and by the words of TensorFlow's
+# errors, which carry the system's message (strerror) but no errno.
+_NO_ROOM = {errno.ENOSPC: 'no space left on the device',
+            errno.EDQUOT: 'the disk quota is exceeded',
+            errno.EROFS: 'the file system is read-only'}
+_NO_ROOM_WORDS = {os.strerror(number): cause for number, cause in _NO_ROOM.items()}
+
+
+def no_room(error):
+    """The cause, in a few words, when `error` (an OSError, or a TensorFlow error) is a write
+    failing for lack of space, a quota or a read-only file system; None otherwise."""
+    if isinstance(error, OSError) and error.errno in _NO_ROOM:
+        return _NO_ROOM[error.errno]
+    text = str(error)
+    return next((cause for words, cause in _NO_ROOM_WORDS.items() if words in text), None)
+
+
+def free_bytes(path):
+    """Bytes that can still be written on the file system holding `path` (or its nearest
+    existing parent): those free to root, or available to other users; None for a path
+    that is not local (gs://...)."""
+    if '://' in path:
+        return None
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
+    return (stat.f_bfree if os.geteuid() == 0 else stat.f_bavail) * stat.f_frsize
+
+
+def megabytes(count):
+    """'39 MB', '0.4 MB': a byte count in megabytes (2**20 bytes) for messages."""
+    return f'{count / 2**20:.{0 if count >= 10 * 2**20 else 1}f} MB'
+
+
+@contextlib.contextmanager
+def room_checked(directory, doing, kept=None):
+    """Raises a StorageError for an error of the block that no_room() explains, one line:
+    'Cannot DOING in DIRECTORY: CAUSE (N MB free); KEPT', KEPT being what kept() (None:
+    nothing) says was kept. Other errors pass."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as error:
+        cause = no_room(error)
+        if cause is None:
+            raise
+        free = free_bytes(directory)
+        raise StorageError(f'Cannot {doing} in {directory}: {cause}'
+                           + (f' ({megabytes(free)} free)' if free is not None else '')
+                           + (f'; {kept()}' if kept else '')) from None

@@ -128,19 +128,22 @@ def convert(dataset_dir, source=None):
 
     source: cifar-10-python.tar.gz or its extracted 'cifar-10-batches-py' directory; None
     downloads the archive into dataset_dir (where it is kept). A split whose file exists
-    is not converted again; labels.txt is written last.
+    is not converted again; the manifest and labels.txt are written last.
     """
     paths = conversion.split_files(dataset_dir, FILE_PATTERN, SPLITS_TO_SIZES)
     if conversion.is_complete(dataset_dir, paths.values()):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
     todo = [split_name for split_name, path in paths.items() if not os.path.exists(path)]
-    if source is None:
-        source = conversion.download(URL, dataset_dir)
-    contents, where = _read_members(
-        source, [META] + [name for split_name in todo for name in SPLIT_BATCHES[split_name]])
-    labels_to_names = dict(enumerate(_label_names(contents.pop(META), where[META])))
-    with conversion.labels_written_last(dataset_dir, labels_to_names):
+    if todo or not dataset_utils.has_labels(dataset_dir):
+        if source is None:
+            source = conversion.download(URL, dataset_dir)
+        contents, where = _read_members(
+            source, [META] + [name for split_name in todo for name in SPLIT_BATCHES[split_name]])
+        labels_to_names = dict(enumerate(_label_names(contents.pop(META), where[META])))
+    else:  # Converted by an earlier version: only the manifest is missing.
+        labels_to_names = dataset_utils.read_label_file(dataset_dir)
+    with conversion.marked_complete(dataset_dir, labels_to_names, paths.values()):
         for split_name in todo:
             batches = [_batch(contents.pop(name), where[name], len(labels_to_names))
                        for name in SPLIT_BATCHES[split_name]]

@@ -2,11 +2,12 @@
 
 A converter names its shard files (shard_paths(), slim_shard_paths() or split_files()),
 returns at once if is_complete(), lists its examples (cheap descriptions: file paths,
-array indices), then, inside labels_written_last(), write_shards() turns them into
-TFRecord shards: each shard is written by one worker thread to a temporary name and
-renamed when whole, so a shard file that exists is complete and a rerun skips it;
-labels.txt comes last, so it marks a complete conversion. Bad input (a missing, corrupt or
-foreign file) raises UsageError naming the file.
+array indices), then, inside marked_complete(), write_shards() turns them into TFRecord
+shards: each shard is written by one worker thread to a temporary name and renamed when
+whole, so a shard file that exists is complete and a rerun skips it; the shards' manifest
+(manifest.json: records, size and checksum of each) and labels.txt come last, so they mark
+a complete conversion. Bad input (a missing, corrupt or foreign file) raises UsageError
+naming the file.
 """
 import concurrent.futures
 import contextlib
@@ -18,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.datasets import dataset_utils
+from slim_deploy.datasets import dataset_utils, manifest
 
 
 def shard_paths(dataset_dir, prefix, split_name, num_shards):
@@ -39,13 +40,16 @@ def split_files(dataset_dir, file_pattern, split_names):
 
 
 def is_complete(dataset_dir, paths):
-    """Whether every path in `paths` and dataset_dir's labels.txt exist."""
-    return dataset_utils.has_labels(dataset_dir) and all(map(os.path.isfile, paths))
+    """Whether every path in `paths` exists and is in dataset_dir's manifest, and
+    dataset_dir's labels.txt exists."""
+    return (dataset_utils.has_labels(dataset_dir) and all(map(os.path.isfile, paths))
+            and manifest.lists(dataset_dir, paths))
 
 
 @contextlib.contextmanager
-def labels_written_last(dataset_dir, labels_to_names):
-    """Runs the block (writing the shards), then writes labels.txt atomically.
+def marked_complete(dataset_dir, labels_to_names, paths):
+    """Runs the block (writing the shards `paths`), then records them in dataset_dir's
+    manifest (manifest.write) and writes labels.txt, each atomically.
 
     First raises UsageError naming dataset_dir's labels.txt if it exists with labels
     other than labels_to_names ({int label: class name}): a foreign file is never replaced.
@@ -60,6 +64,7 @@ def labels_written_last(dataset_dir, labels_to_names):
             raise UsageError(
                 f'{path}: exists but is not this dataset\'s labels file; move it away')
     yield
+    manifest.write(dataset_dir, paths)
     dataset_utils.write_label_file(labels_to_names, dataset_dir)
 
 

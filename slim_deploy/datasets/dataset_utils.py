@@ -338,16 +338,23 @@ class DatasetSplit:
             raise ValueError(f'channels must be 1 or 3, got {self.channels!r}')
 
     def files(self):
-        """The split's files, sorted; UsageError naming --dataset_dir if there are none."""
+        """The split's files, sorted; UsageError naming --dataset_dir if there are none or
+        it cannot be read, or naming the first file that cannot be read."""
         dataset_dir = os.path.dirname(self.file_pattern)
         expected = (f'files matching {os.path.basename(self.file_pattern)!r} for dataset '
                     f'{self.name!r} split {self.split_name!r} '
                     '(create them with download_and_convert_data.py)')
         if not os.path.isdir(dataset_dir):
             raise UsageError(f'--dataset_dir {dataset_dir!r} does not exist; expected {expected}')
+        if not os.access(dataset_dir, os.R_OK | os.X_OK):
+            raise UsageError(f'--dataset_dir {dataset_dir!r} cannot be read (permission '
+                             'denied)')
         files = sorted(f for f in glob.glob(self.file_pattern) if not fileio.is_temporary(f))
         if not files:
             raise UsageError(f'--dataset_dir {dataset_dir!r} holds no {expected}')
+        for path in files:
+            if not os.access(path, os.R_OK):
+                raise UsageError(f'{path}: cannot be read (permission denied)')
         return files
 
     @property

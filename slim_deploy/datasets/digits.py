@@ -7,8 +7,8 @@ prepare() converts them once into TFRecord shards of slim's records:
   other 360 'test', in that order across the shards (split_indices() returns them);
 - files: the shards 'digits_train_0000i-of-00004.tfrecord' (i = 0..3) and
   'digits_test_0000i-of-00002.tfrecord' (i = 0..1), each a contiguous run of its split's
-  order, and labels.txt with slim's MNIST class names, '0:zero' ... '9:nine' (slim's
-  'size' for 6 spelled 'six').
+  order, their manifest.json (see datasets.manifest), and labels.txt with slim's MNIST
+  class names, '0:zero' ... '9:nine' (slim's 'size' for 6 spelled 'six').
 get_split() gives a split as a tf_slim Dataset, as slim's dataset modules do, converting
 the digits first if needed.
 """
@@ -63,10 +63,11 @@ def prepare(dataset_dir=None):
     """Converts the digits into dataset_dir unless already there; returns dataset_dir.
 
     dataset_dir: None means default_dir(); '~' is expanded; it is created if missing. The
-    dataset is complete when every shard and labels.txt exist; otherwise the missing shards
-    are written, then labels.txt last (a labels.txt with other labels is an error, never
-    replaced). Files are written atomically, so an interrupted run leaves at most
-    '*.tmp-<pid>' files, which readers ignore, and the next call resumes.
+    dataset is complete when every shard, the manifest listing them and labels.txt exist;
+    otherwise the missing shards are written, then the manifest and labels.txt last (a
+    labels.txt with other labels is an error, never replaced). Files are written
+    atomically, so an interrupted run leaves at most '*.tmp-<pid>' files, which readers
+    ignore, and the next call resumes.
     """
     dataset_dir = default_dir() if dataset_dir is None else os.path.expanduser(dataset_dir)
     if os.path.exists(dataset_dir) and not os.path.isdir(dataset_dir):
@@ -76,7 +77,8 @@ def prepare(dataset_dir=None):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
     images, labels = load_images()
-    with conversion.labels_written_last(dataset_dir, dict(enumerate(CLASS_NAMES))):
+    with conversion.marked_complete(dataset_dir, dict(enumerate(CLASS_NAMES)),
+                                    sum(paths.values(), [])):
         for split_name, split_paths in paths.items():
             indices = split_indices(split_name)
             conversion.write_png_shards(split_paths, images[indices], labels[indices],

@@ -106,7 +106,8 @@ def convert(dataset_dir, source=None, num_validation=NUM_VALIDATION):
     if conversion.is_complete(dataset_dir, sum(paths.values(), [])):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
-    with conversion.labels_written_last(dataset_dir, dict(enumerate(CLASS_NAMES))):
+    with conversion.marked_complete(dataset_dir, dict(enumerate(CLASS_NAMES)),
+                                    sum(paths.values(), [])):
         if source is None:
             source = conversion.download(URL, dataset_dir)
         if os.path.isdir(source):

@@ -20,8 +20,9 @@ from an optional bounding-box CSV ('file name,xmin,ymin,xmax,ymax' lines, as wri
 by slim's process_bounding_boxes.py). Images are stored as RGB JPEG: PNG, grayscale and
 CMYK files are re-encoded (quality 100), RGB JPEGs are kept byte for byte.
 Shards: 'train-00000-of-01024' ... and 'validation-00000-of-00128' ..., each split
-shuffled with numpy RandomState(12345); labels.txt is written last. write_splits() also
-serves slim's build_imagenet_data, whose splits are folders of synset folders.
+shuffled with numpy RandomState(12345); the manifest and labels.txt are written last.
+write_splits() also serves slim's build_imagenet_data, whose splits are folders of synset
+folders.
 
 For slim's code, get_split() describes a split as a tf_slim Dataset, with the class names
 of labels.txt or, without one, downloaded by create_readable_names_for_imagenet_labels().
@@ -306,7 +307,8 @@ def write_splits(dataset_dir, list_split, shard_counts, synsets_file, metadata_f
     names = read_metadata(metadata_file, synsets)
     labels = {synset: label for label, synset in enumerate(synsets, start=1)}
     os.makedirs(dataset_dir, exist_ok=True)
-    with conversion.labels_written_last(dataset_dir, labels_to_names(synsets, names)):
+    with conversion.marked_complete(dataset_dir, labels_to_names(synsets, names),
+                                    sum(paths.values(), [])):
         boxes = read_bounding_boxes(bounding_boxes) if bounding_boxes else {}
 
         def to_example(item):

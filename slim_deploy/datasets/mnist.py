@@ -89,13 +89,14 @@ def convert(dataset_dir, source=None):
 
     source: the directory holding the four idx .gz files; None downloads them into
     dataset_dir (where they are kept). A split whose file exists is not converted again;
-    labels.txt is written last.
+    the manifest and labels.txt are written last.
     """
     paths = conversion.split_files(dataset_dir, FILE_PATTERN, SPLITS_TO_SIZES)
     if conversion.is_complete(dataset_dir, paths.values()):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
-    with conversion.labels_written_last(dataset_dir, dict(enumerate(CLASS_NAMES))):
+    with conversion.marked_complete(dataset_dir, dict(enumerate(CLASS_NAMES)),
+                                    paths.values()):
         for split_name, path in paths.items():
             if not os.path.exists(path):
                 images, labels = _read_split(dataset_dir, source, split_name)

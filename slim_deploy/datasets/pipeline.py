@@ -2,39 +2,229 @@
 
 Model functions take one batch per call (`iterator.get_next()`), so N clones consume N
 batches per step. Build the iterator on DeploymentConfig.inputs_device().
+
+Records are read back as they were written, or the reading ends with a DataError naming the
+shard: a split's shards are checked against their manifest when the pipeline is built
+(datasets.manifest); every shard must be read to its last byte (TensorFlow's reader stops
+at a corrupt or truncated record as if the shard ended there); a record that does not
+decode ends the reading unless its RecordGuard lets it be skipped. These errors arise
+inside a session's run of the iterator: run it inside the guard's raising() to get the
+DataError itself.
 """
+import contextlib
+import re
+import threading
+
+from absl import logging
 import tensorflow.compat.v1 as tf
 
+from slim_deploy.common.errors import DataError
+from slim_deploy.datasets import manifest
+
 AUTOTUNE = tf.data.experimental.AUTOTUNE
+# Records decoded together: a chunk that comes out short names the records it lost.
+CHUNK_RECORDS = 32
+_FRAMING_BYTES = 16  # A TFRecord's bytes on disk beyond its data: length and two checksums.
 
 
-def _records(split, num_readers, training, replica_id, num_replicas, seed):
-    """Serialized examples of `split`, this replica's share of them when training (in a
-    random order unless `seed`; in the files' order when not training)."""
+class RecordGuard:
+    """What the reading of one pipeline found wrong, and what it lets pass.
+
+    max_bad_records: records that do not decode that are skipped, each logged with its
+    shard, index and cause, before the next one ends the reading. skipped: [(shard path,
+    record index, cause)] so far. error: the DataError that ended the reading, None while
+    none has. Its methods run inside TensorFlow's input threads (tf.py_function).
+    """
+
+    def __init__(self, max_bad_records=0):
+        self.max_bad_records = max_bad_records
+        self.skipped = []
+        self.error = None
+        self._lock = threading.Lock()
+        self._epoch = None  # (the shards read, the records an epoch of them holds).
+        self._counts = {}  # {shard: records read} until one epoch is counted.
+
+    @contextlib.contextmanager
+    def raising(self):
+        """Raises the DataError that ended the reading in place of the TensorFlow error that
+        carried it out of a session run in the block."""
+        try:
+            yield
+        except tf.errors.OpError:
+            if self.error is None:
+                raise
+            raise self.error from None
+
+    def _fail(self, message):
+        self.error = DataError(message)
+        raise self.error
+
+    def count_epoch(self, shards, num_samples):
+        """Has the first epoch of reading `shards` (paths) warn unless it holds num_samples
+        records."""
+        self._epoch = (frozenset(shards), num_samples)
+
+    def shard_end(self, path, records, bytes_read, size):
+        """Checks that the reading of shard `path`, which stopped after `records` records
+        and `bytes_read` bytes, reached its last byte (`size`)."""
+        path, records, bytes_read = path.numpy().decode(), int(records), int(bytes_read)
+        if bytes_read != int(size):
+            self._fail(f'shard {path} is damaged: reading stopped at record {records}, byte '
+                       f'{bytes_read} of {int(size)} (a corrupt or truncated record, or the '
+                       'file changed); restore it or convert the dataset again')
+        with self._lock:
+            if self._epoch is None:
+                return True
+            self._counts[path] = records
+            shards, num_samples = self._epoch
+            if set(self._counts) >= shards:
+                read = sum(self._counts[shard] for shard in shards)
+                if read != num_samples:
+                    logging.warning('An epoch of %d shards read %d records, not the %d their '
+                                    'split registers', len(shards), read, num_samples)
+                self._epoch = None
+        return True
+
+    def bad_records(self, paths, indices, serialized, parse):
+        """Skips the records (shard paths, indices in them, serialized bytes) that did not
+        decode with `parse`, logging each, or fails once more than max_bad_records have."""
+        for path, index, record in zip(paths.numpy(), indices.numpy(), serialized.numpy()):
+            path, index, cause = path.decode(), int(index), _decode_error(parse, record)
+            with self._lock:
+                if len(self.skipped) >= self.max_bad_records:
+                    limit = (f'{len(self.skipped) + 1} exceed --max_bad_records='
+                             f'{self.max_bad_records}' if self.max_bad_records else
+                             '--max_bad_records=N skips up to N')
+                    self._fail(f'record {index} of shard {path} does not decode ({cause}); '
+                               f'{limit}')
+                self.skipped.append((path, index, cause))
+                logging.warning('Skipped record %d of shard %s (%s): %d of --max_bad_records=%d',
+                                index, path, cause, len(self.skipped), self.max_bad_records)
+        return True
+
+
+def _decode_error(parse, record):
+    """Why `parse` fails on serialized record `record`, in one line."""
+    try:
+        parse(tf.constant(record))
+    except (tf.errors.OpError, ValueError) as e:
+        message = re.sub(r'\{\{.*?\}\}|\[Op:.*', '', getattr(e, 'message', None) or str(e))
+        return ' '.join(message.split())[:200]
+    return 'it decodes when read again'
+
+
+def _shard_chunks(path, size, guard):
+    """Chunks of shard `path` (string tensor): (serialized records [n], their indices in the
+    shard [n]), n <= CHUNK_RECORDS, in order; guard.shard_end checks that the reading ends
+    at the shard's last byte, `size`."""
+    ended = tf.data.Dataset.from_tensors(tf.constant([], tf.string))  # An empty chunk.
+    chunks = (tf.data.TFRecordDataset(path).ignore_errors()  # Stops at a damaged record.
+              .batch(CHUNK_RECORDS).concatenate(ended))
+
+    def count(state, records):
+        index, offset = state
+        length = tf.size(records, out_type=tf.int64)
+        read = tf.reduce_sum(tf.strings.length(records)) + _FRAMING_BYTES * tf.cast(
+            length, tf.int32)
+        return ((index + length, offset + tf.cast(read, tf.int64)),
+                (records, index + tf.range(length), index, offset))
+
+    def check(records, indices, index, offset):  # The records and bytes before the chunk.
+        checked = tf.cond(tf.size(records) > 0, lambda: tf.constant(True),
+                          lambda: tf.py_function(guard.shard_end, [path, index, offset, size],
+                                                 tf.bool))
+        with tf.control_dependencies([checked]):
+            return tf.identity(records), indices
+
+    zero = tf.constant(0, tf.int64)
+    return (chunks.scan((zero, zero), count).map(check)
+            .filter(lambda records, indices: tf.size(records) > 0))
+
+
+def _records(split, num_readers, training, replica_id, num_replicas, seed, guard):
+    """Chunks (serialized records [n], shard paths [n], indices in the shard [n]) of
+    `split`, this replica's share of it when training (in a random order unless `seed`; in
+    the files' order when not training). Checks the shards against their manifest first
+    (manifest.check)."""
     files = split.files()
-    read = tf.data.TFRecordDataset
-    if num_replicas > 1 and len(files) >= num_replicas:
+    checked = manifest.check(split, files) is not None
+    by_record = num_replicas > 1 and len(files) < num_replicas
+    if num_replicas > 1 and not by_record:
         files = files[replica_id::num_replicas]  # Each replica reads its own shards.
-    elif num_replicas > 1:  # Too few shards to split: each takes every n-th record of each.
-        def read(filename):
-            return tf.data.TFRecordDataset(filename).shard(num_replicas, replica_id)
-    records = tf.data.Dataset.from_tensor_slices(files)
+    elif not checked:  # This replica reads every shard: an epoch holds the whole split.
+        guard.count_epoch(files, split.num_samples)
+    sizes = [tf.io.gfile.stat(path).length for path in files]
+
+    def read(path, size):
+        chunks = _shard_chunks(path, size, guard)
+        if by_record:  # Too few shards to split: each takes every n-th record of each.
+            chunks = chunks.map(lambda records, indices: tuple(
+                tf.boolean_mask(x, tf.equal(indices % num_replicas, replica_id))
+                for x in (records, indices)))
+        return chunks.map(lambda records, indices: (
+            records, tf.fill(tf.shape(records), path), indices))
+
+    shards = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
     if training:
-        records = records.shuffle(len(files), seed=seed).repeat()
-    return records.interleave(read, cycle_length=num_readers, num_parallel_calls=AUTOTUNE,
-                              deterministic=not training or seed is not None)
+        shards = shards.shuffle(len(files), seed=seed).repeat()
+    return shards.interleave(read, cycle_length=num_readers, num_parallel_calls=AUTOTUNE,
+                             deterministic=not training or seed is not None)
 
 
-def _decode_fn(split, preprocessing_fn, image_size, labels_offset):
-    def decode(serialized):
-        image, label = split.parse(serialized)
+def _decoded(chunks, split, guard, num_threads, deterministic):
+    """(image uint8 [height, width, channels], label int64) of each record in `chunks` (as
+    _records gives them) that `split` can parse, in order, num_threads chunks decoded at a
+    time; the others go to guard.bad_records.
+
+    A chunk's decoding errors are dropped (ignore_errors): the records missing from its
+    output are the bad ones."""
+    shape = split.image_shape or (0, 0, split.channels)  # Images vary: batched ragged.
+
+    def decode(record, position):
+        image, label = split.parse(record)
+        return (tf.ensure_shape(image, shape) if split.image_shape else image), label, position
+
+    def decode_chunk(serialized, paths, indices):
+        count = tf.size(serialized, out_type=tf.int64)
+        end = tf.data.Dataset.from_tensors(  # Position `count` marks the chunk's end.
+            (tf.zeros(shape, tf.uint8), tf.constant(0, tf.int64), count))
+        decoded = (tf.data.Dataset.from_tensor_slices((serialized, tf.range(count)))
+                   .map(decode).ignore_errors().concatenate(end))
+        batched = (decoded.batch if split.image_shape else decoded.ragged_batch)(
+            CHUNK_RECORDS + 1)
+
+        def check(images, labels, positions):
+            decoded_positions = positions[:-1, tf.newaxis]
+            present = tf.scatter_nd(decoded_positions, tf.ones_like(positions[:-1]), [count])
+            bad = tf.where(tf.equal(present, 0))[:, 0]
+            reported = tf.cond(
+                tf.size(bad) > 0,
+                lambda: tf.py_function(
+                    lambda *bad_records: guard.bad_records(*bad_records, split.parse),
+                    [tf.gather(paths, bad), tf.gather(indices, bad), tf.gather(serialized, bad)],
+                    tf.bool),
+                lambda: tf.constant(True))
+            with tf.control_dependencies([reported]):
+                return tf.identity(images[:-1]), labels[:-1]
+
+        images = batched.map(check).unbatch()
+        if split.image_shape:
+            return images
+        return images.map(lambda image, label: (image.to_tensor(), label))
+
+    return chunks.interleave(decode_chunk, cycle_length=num_threads, block_length=CHUNK_RECORDS,
+                             num_parallel_calls=num_threads, deterministic=deterministic)
+
+
+def _preprocess_fn(preprocessing_fn, image_size, labels_offset):
+    def preprocess(image, label):
         return preprocessing_fn(image, image_size, image_size), label - labels_offset
-    return decode
+    return preprocess
 
 
 def training_batches(split, preprocessing_fn, image_size, batch_size, num_readers=4,
                      num_preprocessing_threads=4, labels_offset=0, replica_id=0,
-                     num_replicas=1, shuffle_buffer=4096, seed=None):
+                     num_replicas=1, shuffle_buffer=4096, seed=None, guard=None):
     """An endless, shuffled dataset of (images, labels) batches for one clone.
 
     images: float32 [batch_size, image_size, image_size, C] from `preprocessing_fn(image,
@@ -42,34 +232,43 @@ def training_batches(split, preprocessing_fn, image_size, batch_size, num_reader
     Replica `replica_id` of `num_replicas` reads its own shards (or every num_replicas-th
     record when there are fewer shards than replicas). seed: None for a random order;
     with a seed the order and, with the graph seeded and op determinism on (as
-    DeploymentConfig's seed does), the augmentation repeat from run to run.
+    DeploymentConfig's seed does), the augmentation repeat from run to run. guard: the
+    RecordGuard of the reading (None: one that lets no bad record pass).
     """
-    records = _records(split, num_readers, True, replica_id, num_replicas, seed)
-    return (records.shuffle(min(shuffle_buffer, split.num_samples), seed=seed)
-            .map(_decode_fn(split, preprocessing_fn, image_size, labels_offset),
-                 num_parallel_calls=num_preprocessing_threads,
-                 deterministic=seed is not None)
+    guard = guard or RecordGuard()
+    records = _records(split, num_readers, True, replica_id, num_replicas, seed, guard)
+    deterministic = seed is not None
+    shuffled = (records.unbatch().shuffle(min(shuffle_buffer, split.num_samples), seed=seed)
+                .batch(CHUNK_RECORDS))
+    return (_decoded(shuffled, split, guard, num_preprocessing_threads, deterministic)
+            .map(_preprocess_fn(preprocessing_fn, image_size, labels_offset),
+                 num_parallel_calls=num_preprocessing_threads, deterministic=deterministic)
             .batch(batch_size, drop_remainder=True)
             .prefetch(AUTOTUNE))
 
 
 def evaluation_batches(split, preprocessing_fn, image_size, batch_size, num_clones=1,
-                       num_readers=1, num_preprocessing_threads=4, labels_offset=0):
+                       num_readers=1, num_preprocessing_threads=4, labels_offset=0,
+                       guard=None):
     """Every example of `split` exactly once, as (images, labels, weights) batches.
 
     Batches hold exactly batch_size examples and come in groups of num_clones (one per
     clone per step); the last group is filled up with zero images of weight 0, so metrics
     weighted by `weights` (float32 [batch_size], 1 for real examples) count each example
-    once and drop none.
+    once and drop none. guard: as in training_batches.
     """
-    examples = (_records(split, num_readers, False, 0, 1, None)
-                .map(_decode_fn(split, preprocessing_fn, image_size, labels_offset),
+    guard = guard or RecordGuard()
+    examples = (_decoded(_records(split, num_readers, False, 0, 1, None, guard), split, guard,
+                         num_preprocessing_threads, True)
+                .map(_preprocess_fn(preprocessing_fn, image_size, labels_offset),
                      num_parallel_calls=num_preprocessing_threads)
                 .map(lambda image, label: (image, label, tf.constant(1.0))))
     group = batch_size * num_clones
-    padding = examples.take(1).map(
-        lambda image, label, weight: (tf.zeros_like(image), label, tf.constant(0.0)))
-    return (examples.concatenate(padding.repeat(group - 1))
+    image_spec = examples.element_spec[0]
+    padding = tf.data.Dataset.from_tensors(
+        (tf.zeros(image_spec.shape, image_spec.dtype), tf.constant(0, tf.int64),
+         tf.constant(0.0))).repeat(group - 1)
+    return (examples.concatenate(padding)
             .batch(group, drop_remainder=True)
             .unbatch()
             .batch(batch_size)

@@ -153,8 +153,9 @@ def convert(dataset_dir, source=None, small_object_area_threshold=0.005,
     if conversion.is_complete(dataset_dir, sum(paths.values(), [])):
         return dataset_dir
     os.makedirs(dataset_dir, exist_ok=True)
-    with conversion.labels_written_last(
-            dataset_dir, {0: 'background', 1: foreground_class_of_interest}):
+    with conversion.marked_complete(
+            dataset_dir, {0: 'background', 1: foreground_class_of_interest},
+            sum(paths.values(), [])):
         if source is None:
             source = download_coco(os.path.join(dataset_dir, coco_dirname), (
                 coco_train_url, coco_validation_url, coco_annotations_url))

@@ -31,21 +31,22 @@ class Classifier:
     preprocessing_fn: Callable
     image_size: int
 
-    def training_batches(self, data, replica_id=0, num_replicas=1, seed=None):
+    def training_batches(self, data, replica_id=0, num_replicas=1, seed=None, guard=None):
         """An endless shuffled dataset of (images, labels) batches of data.batch_size, this
         replica's share of the split (see pipeline.training_batches; seed None: a random
-        order and augmentation)."""
+        order and augmentation; guard: the pipeline.RecordGuard of the reading, None: one
+        that lets no bad record pass)."""
         return pipeline.training_batches(
             self.split, self.preprocessing_fn, self.image_size, data.batch_size,
             data.num_readers, data.num_preprocessing_threads, data.labels_offset,
-            replica_id, num_replicas, seed=seed)
+            replica_id, num_replicas, seed=seed, guard=guard)
 
-    def evaluation_batches(self, data, num_clones):
+    def evaluation_batches(self, data, num_clones, guard=None):
         """Every example of the split once, as (images, labels, weights) batches in groups
-        of num_clones (see pipeline.evaluation_batches)."""
+        of num_clones (see pipeline.evaluation_batches; guard as in training_batches)."""
         return pipeline.evaluation_batches(
             self.split, self.preprocessing_fn, self.image_size, data.batch_size, num_clones,
-            data.num_readers, data.num_preprocessing_threads, data.labels_offset)
+            data.num_readers, data.num_preprocessing_threads, data.labels_offset, guard=guard)
 
 
 def classifier(data, model, is_training, weight_decay=0.0, split=None):

@@ -1,13 +1,15 @@
 """Entry-script plumbing: absl's app.run with quiet logging, and a user's mistakes (a bad flag
-or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2 (a lost task
-of the cluster, a ClusterError, in one line and exit code 75; training stopped by a signal,
-an Interrupted, in one line 'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
+or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2 (damaged data,
+a DataError, with 65; a full disk, a StorageError, with 74; a lost task of the cluster, a
+ClusterError, with 75; training stopped by a signal, an Interrupted, in one line
+'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
 import os
 import sys
 
 from absl import app, flags
 
-from slim_deploy.common.errors import ClusterError, Interrupted, UsageError
+from slim_deploy.common.errors import (ClusterError, DataError, Interrupted, StorageError,
+                                       UsageError)
 from slim_deploy.image_classifier import verbosity
 
 
@@ -15,7 +17,7 @@ def run(main, module_name):
     """absl's app.run(main), with --help listing the flags of module `module_name` also when
     it runs as an installed console command (absl lists those of the module named argv[0]),
     and logging set up by verbosity.configure_logging from the parsed --verbosity before main.
-    Other exceptions than flag errors, UsageError, ClusterError and Interrupted keep their
+    Other exceptions than flag errors and the errors of slim_deploy.common.errors keep their
     traceback (exit code 1)."""
     for flag in flags.FLAGS.get_key_flags_for_module(module_name):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
@@ -24,9 +26,7 @@ def run(main, module_name):
         verbosity.configure_logging(flags.FLAGS.verbosity)
         try:
             return main(argv)
-        except UsageError as e:
-            _fail(e)
-        except ClusterError as e:
+        except (UsageError, DataError, StorageError, ClusterError) as e:
             _fail(e, exit_code=e.exit_code)
         except Interrupted as e:
             _fail(e, exit_code=e.exit_code, label='')

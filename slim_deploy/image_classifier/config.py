@@ -95,12 +95,16 @@ class DataConfig:
     batch_size: int = setting(32, 'Examples per clone per step.')
     num_readers: int = setting(4, 'TFRecord files read in parallel.')
     num_preprocessing_threads: int = setting(4, 'Examples decoded and preprocessed in parallel.')
+    max_bad_records: int = setting(
+        0, 'Records that do not decode (a corrupt image) skipped by each worker, each logged '
+           'with its shard and index, before the next one ends the run; 0: the first ends it.')
 
     def __post_init__(self):
         dataset_factory.get_info(self.dataset_name).num_samples(self.dataset_split_name)
         num_classes(self.dataset_name, self.labels_offset)
         for flag in ('batch_size', 'num_readers', 'num_preprocessing_threads'):
             check_int(f'--{flag}', getattr(self, flag), 1, UsageError)
+        check_int('--max_bad_records', self.max_bad_records, 0, UsageError)
 
     @property
     def num_classes(self):
@@ -366,6 +370,8 @@ class ScheduleConfig:
     log_every_n_steps: int = setting(10, 'Steps between progress lines.')
     save_summaries_secs: int = setting(600, 'Seconds between summary writes.')
     save_interval_secs: int = setting(600, 'Seconds between checkpoints.')
+    keep_checkpoint_max: int = setting(
+        5, 'Checkpoints kept in --train_dir: the oldest goes once a newer one is complete.')
     grace_period_secs: float = setting(
         loop.GRACE_SECS, 'On SIGTERM or Ctrl-C, training finishes its step, checkpoints '
         'it and exits (143 or 130) within this many seconds; past them, or on a second '
@@ -376,6 +382,7 @@ class ScheduleConfig:
         check_int('--log_every_n_steps', self.log_every_n_steps, 1, UsageError)
         _check_number('save_summaries_secs', self.save_summaries_secs)
         _check_number('save_interval_secs', self.save_interval_secs)
+        check_int('--keep_checkpoint_max', self.keep_checkpoint_max, 1, UsageError)
         _check_number('grace_period_secs', self.grace_period_secs, positive=True)
 
 

@@ -2,6 +2,7 @@
 split, exactly once; evaluate_continuously(config) scores each new checkpoint of a training
 run as it appears (slim's evaluation_loop)."""
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -13,7 +14,7 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.common import fileio
 from slim_deploy.common.errors import UsageError
-from slim_deploy.datasets import dataset_factory
+from slim_deploy.datasets import dataset_factory, pipeline
 from slim_deploy.deployment import model_deploy, quantize, tflite
 from slim_deploy.image_classifier import config as run_config
 from slim_deploy.image_classifier import builders, run_record
@@ -79,12 +80,23 @@ def _sum_steps(sess, step_sums, max_steps):
     return totals
 
 
-def _metrics(totals, global_step):
-    """evaluate()'s metrics of the sums of _sum_steps."""
+def _metrics(totals, global_step, guard):
+    """evaluate()'s metrics of the sums of _sum_steps, the examples read under `guard` (a
+    pipeline.RecordGuard), whose skipped records a warning line counts."""
     correct, in_top_k, num_examples = totals
+    if guard.skipped:
+        logging.warning('%d bad records skipped (--max_bad_records=%d): they are not counted',
+                        len(guard.skipped), guard.max_bad_records)
     return {'accuracy': float(correct / max(num_examples, 1)),
             'recall_5': float(in_top_k / max(num_examples, 1)),
             'num_examples': int(round(num_examples)), 'global_step': global_step}
+
+
+def _write_metrics(eval_dir, metrics):
+    """Writes `metrics` to eval_dir/metrics.json (atomically); StorageError when the disk is
+    full."""
+    with fileio.room_checked(eval_dir, 'write the metrics', lambda: 'nothing was written'):
+        fileio.write_json_atomically(os.path.join(eval_dir, METRICS_FILENAME), metrics)
 
 
 def _evaluate_tflite(config):
@@ -115,15 +127,16 @@ def _evaluate_tflite(config):
                          f'{classifier.num_classes} classes of --dataset_name='
                          f'{config.data.dataset_name} (--labels_offset='
                          f'{config.data.labels_offset})')
+    guard = pipeline.RecordGuard(config.data.max_bad_records)
     with tf.Graph().as_default():
         images, labels, weights = tf.data.make_one_shot_iterator(
-            classifier.evaluation_batches(config.data, 1)).get_next()
+            classifier.evaluation_batches(config.data, 1, guard)).get_next()
         logits = tf.numpy_function(lambda batch: network(batch)[output], [images], tf.float32)
         step_sums = _step_sums(tf.ensure_shape(logits, [None, classifier.num_classes]),
                                labels, weights, classifier.num_classes)
-        with tf.Session() as sess:
-            metrics = _metrics(_sum_steps(sess, step_sums, config.max_num_batches), None)
-    fileio.write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
+        with tf.Session() as sess, guard.raising():
+            metrics = _metrics(_sum_steps(sess, step_sums, config.max_num_batches), None, guard)
+    _write_metrics(config.eval_dir, metrics)
     return metrics
 
 
@@ -145,11 +158,12 @@ def _evaluate_checkpoint(config, model, checkpoint):
     deployment, num_cpu_devices = builders.deployment(config.devices)
     num_clones = config.devices.num_clones
 
+    guard = pipeline.RecordGuard(config.data.max_bad_records)
     with tf.Graph().as_default():
         global_step = tf.train.get_or_create_global_step()
         with tf.device(deployment.inputs_device()):
             iterator = tf.data.make_one_shot_iterator(
-                model.evaluation_batches(config.data, num_clones))
+                model.evaluation_batches(config.data, num_clones, guard))
 
         def model_fn():
             with tf.device(deployment.inputs_device()):
@@ -166,19 +180,19 @@ def _evaluate_checkpoint(config, model, checkpoint):
         max_steps = (math.ceil(config.max_num_batches / num_clones)
                      if config.max_num_batches else None)
         master, session_config = builders.session_target(config.devices, num_cpu_devices)
-        with tf.Session(master, config=session_config) as sess:
+        with tf.Session(master, config=session_config) as sess, guard.raising():
             builders.restore(sess, checkpoint,
                              checkpoints.variables_to_restore(config.moving_average_decay),
                              quantized=config.quantize)
             metrics = _metrics(_sum_steps(sess, step_sums, max_steps),
-                               int(sess.run(global_step)))
+                               int(sess.run(global_step)), guard)
         writer = tf.summary.FileWriterCache.get(config.eval_dir)  # Needs a graph.
         writer.add_summary(tf.Summary(value=[
             tf.Summary.Value(tag='eval/Accuracy', simple_value=metrics['accuracy']),
             tf.Summary.Value(tag='eval/Recall_5', simple_value=metrics['recall_5'])]),
             metrics['global_step'])
         writer.flush()
-    fileio.write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
+    _write_metrics(config.eval_dir, metrics)
     return metrics
 
 
@@ -224,7 +238,9 @@ def evaluate_continuously(config, last_step=None, on_evaluated=None):
         if checkpoint is not None:
             metrics = {**_evaluate_checkpoint(config, model, checkpoint),
                        'checkpoint': checkpoint, 'wall_time': time.time()}
-            _append_line(os.path.join(config.eval_dir, HISTORY_FILENAME), metrics)
+            with fileio.room_checked(config.eval_dir, 'write the metrics',
+                                     lambda: f'{HISTORY_FILENAME} holds those before'):
+                _append_line(os.path.join(config.eval_dir, HISTORY_FILENAME), metrics)
             logging.info('Global step %d (%s): accuracy %.4f, recall@5 %.4f, %d examples',
                          metrics['global_step'], checkpoint, metrics['accuracy'],
                          metrics['recall_5'], metrics['num_examples'])
@@ -282,11 +298,20 @@ def _checkpoint_step(checkpoint):
 
 def _append_line(path, record):
     """Appends `record` as one JSON line to `path` in a single write, synced to disk, so a
-    reader never sees part of a line."""
-    with open(path, 'a', encoding='utf-8') as f:
-        f.write(json.dumps(record, sort_keys=True) + '\n')
-        f.flush()
-        os.fsync(f.fileno())
+    reader never sees part of a line; a write that fails (a full disk) is cut off again."""
+    line = (json.dumps(record, sort_keys=True) + '\n').encode('utf-8')
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, line) < len(line):  # A short write: the disk is full.
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def evaluator_config(train_config):

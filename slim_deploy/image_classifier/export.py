@@ -19,6 +19,7 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.common import fileio
 from slim_deploy.common.errors import UsageError
+from slim_deploy.datasets import pipeline
 from slim_deploy.deployment import quantize, tflite
 from slim_deploy.image_classifier import config as run_config
 from slim_deploy.image_classifier import builders
@@ -49,14 +50,16 @@ def export(config):
         images, logits, probabilities = _inference_graph(config)
         if config.output_file:
             graph_def = graph.as_graph_def()
-            fileio.write_atomically(config.output_file, str(graph_def)
-                                    if config.write_text_graphdef
-                                    else graph_def.SerializeToString())
+            with _room_checked(config.output_file):
+                fileio.write_atomically(config.output_file, str(graph_def)
+                                        if config.write_text_graphdef
+                                        else graph_def.SerializeToString())
             written['output_file'] = config.output_file
             logging.info('Wrote the inference GraphDef to %s', config.output_file)
         if config.saved_model_dir:
-            _write_saved_model(config.saved_model_dir, checkpoint, config.quantize, images,
-                               logits, probabilities)
+            with _room_checked(config.saved_model_dir):
+                _write_saved_model(config.saved_model_dir, checkpoint, config.quantize, images,
+                                   logits, probabilities)
             written['saved_model_dir'] = config.saved_model_dir
             logging.info('Wrote a SavedModel of %s to %s', checkpoint, config.saved_model_dir)
         if config.tflite_file:
@@ -65,11 +68,19 @@ def export(config):
                 model = tflite.convert(sess, [images], [logits, probabilities],
                                        config.tflite_model_quantization, config.tflite_io_type,
                                        representative_data)
-            fileio.write_atomically(config.tflite_file, model)
+            with _room_checked(config.tflite_file):
+                fileio.write_atomically(config.tflite_file, model)
             written['tflite_file'] = config.tflite_file
             logging.info('Wrote a TensorFlow Lite model of %s (%s, %d bytes) to %s', checkpoint,
                          _tflite_story(config), len(model), config.tflite_file)
     return written
+
+
+def _room_checked(path):
+    """fileio.room_checked for the writing of `path` (written atomically: a failure leaves
+    nothing of it)."""
+    return fileio.room_checked(os.path.dirname(os.path.abspath(path)),
+                               f'write {os.path.basename(path)}', lambda: 'nothing of it is left')
 
 
 def _tflite_story(config):
@@ -118,10 +129,11 @@ def _representative_data(config):
                          f'split {config.dataset_split_name!r}: {e}') from None
 
     def batches():
+        guard = pipeline.RecordGuard()
         with tf.Graph().as_default():
-            images, _ = tf.data.make_one_shot_iterator(
-                classifier.training_batches(data, seed=REPRESENTATIVE_SEED)).get_next()
-            with tf.Session() as sess:
+            images, _ = tf.data.make_one_shot_iterator(classifier.training_batches(
+                data, seed=REPRESENTATIVE_SEED, guard=guard)).get_next()
+            with tf.Session() as sess, guard.raising():
                 for _ in range(config.representative_steps):
                     yield [sess.run(images)]
     return batches

@@ -16,6 +16,7 @@ import tf_slim as slim
 from slim_deploy.cluster import tasks
 from slim_deploy.common import fileio
 from slim_deploy.common.errors import UsageError
+from slim_deploy.datasets import pipeline
 from slim_deploy.deployment import all_reduce, model_deploy, ordered_sync
 from slim_deploy.image_classifier import builders, run_record
 from slim_deploy.training import checkpoints, loop, optimization
@@ -50,9 +51,11 @@ def train(config):
     warmup_steps = optimization.epochs_to_steps(
         model.split.num_samples, config.optimization.warmup_epochs, config.examples_per_step)
     collective = cluster.variable_update == 'collective'
-    with tf.Graph().as_default(), _op_determinism_restored():
+    guard = pipeline.RecordGuard(config.data.max_bad_records)
+    with tf.Graph().as_default(), _op_determinism_restored(), fileio.room_checked(
+            config.train_dir, 'write', lambda: checkpoints.kept(config.train_dir)):
         # The training graph, and what it does, logged.
-        graph = _build(config, model, deployment, warmup_steps)
+        graph = _build(config, model, deployment, warmup_steps, guard)
         logging.info('Placement:\n%s', graph.plan)
         logging.info('Global batch %d examples per step%s; %s', config.examples_per_step,
                      f', in {config.optimization.gradient_accumulation_steps} micro-batches'
@@ -79,13 +82,16 @@ def train(config):
             cluster.sync_replicas, cluster.replicas_to_aggregate)
         # The loop.
         try:
-            final_step = loop.train(
-                graph.train_tensor, config.train_dir, monitor, master=master,
-                is_chief=cluster.is_chief,
-                scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
-                hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
-                save_interval_secs=config.schedule.save_interval_secs, config=session_config,
-                independent=collective, stop=stop, stop_group=stop_group, watchdog=watchdog)
+            with guard.raising():
+                final_step = loop.train(
+                    graph.train_tensor, config.train_dir, monitor, master=master,
+                    is_chief=cluster.is_chief,
+                    scaffold=tf.train.Scaffold(summary_op=graph.summary_op, init_fn=init_fn),
+                    hooks=hooks, save_summaries_secs=config.schedule.save_summaries_secs,
+                    save_interval_secs=config.schedule.save_interval_secs,
+                    keep_checkpoint_max=config.schedule.keep_checkpoint_max,
+                    config=session_config, independent=collective, stop=stop,
+                    stop_group=stop_group, watchdog=watchdog)
         except tasks.PEER_ERRORS as e:
             if not collective:
                 raise
@@ -94,10 +100,13 @@ def train(config):
         logging.info('Nothing to train: the global step has reached %d already',
                      config.schedule.max_number_of_steps)
     else:
+        skipped = [f'{monitor.skipped_updates} updates skipped by loss scaling'
+                   if monitor.skipped_updates else '',
+                   f'{len(guard.skipped)} bad records skipped (--max_bad_records='
+                   f'{guard.max_bad_records})' if guard.skipped else '']
         logging.info('Finished training at global step %d after %d steps here%s; '
                      'checkpoints in %s', final_step, monitor.local_steps,
-                     f' ({monitor.skipped_updates} updates skipped by loss scaling)'
-                     if monitor.skipped_updates else '', config.train_dir)
+                     ''.join(f' ({line})' for line in skipped if line), config.train_dir)
     return final_step
 
 
@@ -156,9 +165,10 @@ _TrainingGraph = collections.namedtuple(
     '_TrainingGraph', ['train_tensor', 'learning_rate', 'optimizer', 'summary_op', 'plan'])
 
 
-def _build(config, model, deployment, warmup_steps):
+def _build(config, model, deployment, warmup_steps, guard):
     """Builds the training graph of `config` in the default graph, the learning rate rising
-    over `warmup_steps` global steps first."""
+    over `warmup_steps` global steps first, its input read under `guard` (a
+    pipeline.RecordGuard)."""
     cluster, optimizing = config.cluster, config.optimization
     if deployment.seed is not None:  # Before the input pipeline, which deploy() follows.
         tf.set_random_seed(deployment.graph_seed)
@@ -167,7 +177,7 @@ def _build(config, model, deployment, warmup_steps):
     with tf.device(deployment.inputs_device()):
         iterator = tf.data.make_one_shot_iterator(
             model.training_batches(config.data, cluster.task, cluster.worker_replicas,
-                                   seed=deployment.graph_seed))
+                                   seed=deployment.graph_seed, guard=guard))
     with tf.device(deployment.optimizer_device()):
         learning_rate = optimization.learning_rate(
             optimizing.learning_rate_decay_type, config.scaled_learning_rate, global_step,
@@ -251,7 +261,7 @@ def _resized(config, found):
     since the run that wrote `found` (run_record.find's (path, record); None: no record), and with
     it the global batch and the learning rate scaled by it; None when the train_dir has no
     checkpoint to resume (after _init_fn) or the number is the same."""
-    if found is None or not tf.train.latest_checkpoint(config.train_dir):
+    if found is None or not checkpoints.latest(config.train_dir):
         return None
     record = found[1]
     before, now = record['flags'].get('worker_replicas'), config.cluster.worker_replicas

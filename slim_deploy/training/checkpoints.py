@@ -1,6 +1,9 @@
-"""Checkpoint helpers: whole-scope matching, fine-tuning restores, checkpoint lookup."""
+"""Checkpoint helpers: whole-scope matching, fine-tuning restores, checkpoint lookup, and the
+saving of a training run's checkpoints, which a run directory keeps by relative path (it
+can move) and a full disk never leaves half-written."""
 import os
 import re
+import shutil
 import time
 
 from absl import logging
@@ -8,7 +11,13 @@ import tensorflow.compat.v1 as tf
 from tensorflow.python.checkpoint import checkpoint_management
 import tf_slim as slim
 
-from slim_deploy.common.errors import UsageError
+from slim_deploy.common import fileio
+from slim_deploy.common.errors import StorageError, UsageError
+
+# Errors after which MonitoredSession makes a new session (a ps task restarted), or that a
+# closing session raises: not failures of the save itself.
+_SESSION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError,
+                   tf.errors.CancelledError)
 
 
 def parse_scopes(scopes):
@@ -33,16 +42,132 @@ def variables_to_train(trainable_scopes):
 
 def resolve_checkpoint(path, flag='--checkpoint_path'):
     """The checkpoint prefix for `path`, a checkpoint prefix or a directory holding
-    checkpoints (its latest); raises UsageError naming `flag` if there is none."""
+    checkpoints (its latest); raises UsageError naming `flag` if there is none, or if a
+    data file of the checkpoint is missing."""
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
+        prefix = latest(path)
+        if prefix is None:
             raise UsageError(f'{flag} {path!r} is a directory with no checkpoint')
-        return latest
-    if not tf.io.gfile.glob(path + '.index') and not tf.io.gfile.exists(path):
+    elif tf.io.gfile.exists(path + '.index'):
+        prefix = path
+    elif tf.io.gfile.exists(path):  # A TF1 (V1) checkpoint: one file.
+        return path
+    else:
         raise UsageError(f'{flag} {path!r} is neither a checkpoint nor a directory holding '
                          'one')
-    return path
+    data = tf.io.gfile.glob(prefix + '.data-*-of-*')
+    shards = int(data[0].rsplit('-of-', 1)[1]) if data else 1
+    for shard in range(shards):
+        expected = f'{prefix}.data-{shard:05d}-of-{shards:05d}'
+        if expected not in data:
+            raise UsageError(f'{flag} {path!r}: the checkpoint\'s data file {expected} is '
+                             'missing')
+    return prefix
+
+
+def latest(directory):
+    """The prefix of the checkpoint that `directory`'s 'checkpoint' file names as the
+    latest, in `directory` (a path recorded before the directory moved is taken by its
+    base name); None when it names none, or its index file is missing."""
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None or not state.model_checkpoint_path:
+        return None
+    prefix = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
+    return prefix if tf.io.gfile.exists(prefix + '.index') else None
+
+
+def saver(max_to_keep):
+    """The Saver of a training run's checkpoints: sharded (each ps task writes its own
+    variables), recorded by relative path in the directory's 'checkpoint' file, the newest
+    `max_to_keep` kept (an older one goes once a newer one is complete)."""
+    return tf.train.Saver(sharded=True, allow_empty=True, max_to_keep=max_to_keep,
+                          save_relative_paths=True)
+
+
+def kept(directory):
+    """What a failed write in `directory` leaves to resume from, as a clause: 'the newest
+    complete checkpoint is step 1100: ...' or 'no checkpoint is complete yet'."""
+    newest = newest_intact(directory)
+    if newest is None:
+        return 'no checkpoint is complete yet'
+    return (f'the newest complete checkpoint is step {_global_step(newest)}: a rerun with room '
+            'resumes from it')
+
+
+class CheckpointSaverHook(tf.train.CheckpointSaverHook):
+    """TensorFlow's CheckpointSaverHook (a save at the start, every `save_secs` seconds and at
+    the end, with `scaffold`'s saver), whose saves complete or leave nothing of themselves.
+
+    Before a save it compares the free space of a local checkpoint_dir with the size of the
+    newest checkpoint there (or of the variables, for the first). A save that would not fit,
+    or fails (the disk fills, an I/O error), removes what it wrote of its step and raises
+    StorageError: one line naming the step, the directory, the cause, the space needed and
+    free, and the newest complete checkpoint (see kept()).
+    """
+
+    def __init__(self, checkpoint_dir, save_secs, scaffold):
+        super().__init__(checkpoint_dir, save_secs=save_secs, scaffold=scaffold)
+        self._directory = checkpoint_dir
+
+    def begin(self):
+        super().begin()
+        self._variable_bytes = sum(variable.shape.num_elements() *
+                                   variable.dtype.base_dtype.size
+                                   for variable in tf.global_variables())
+
+    def _save(self, session, step):
+        newest = latest(self._directory)
+        needed = (sum(tf.io.gfile.stat(path).length for path in _files_of(newest))
+                  if newest else self._variable_bytes)
+        free = fileio.free_bytes(self._directory)
+        if free is not None and needed > free:
+            raise self._failed(step, 'no space left on the device', needed)
+        before = set(_files_of(self._step_prefix(step)))
+        try:
+            return super()._save(session, step)
+        except _SESSION_ERRORS:
+            raise
+        except (tf.errors.OpError, OSError) as error:
+            self._remove_partial(step, before)
+            message = getattr(error, 'message', None) or str(error)
+            raise self._failed(step, fileio.no_room(error) or ' '.join(message.split())[:200],
+                               needed) from None
+
+    def _step_prefix(self, step):
+        return f'{self._save_path}-{step}'
+
+    def _remove_partial(self, step, before):
+        """Removes the files of step's checkpoint that the failed save wrote (`before`: those
+        there before it), keeping a checkpoint that reads back whole but for its temporary
+        files."""
+        prefix = self._step_prefix(step)
+        whole = _unreadable(prefix) is None if tf.io.gfile.exists(prefix + '.index') else False
+        for path in set(_files_of(prefix)) - before:
+            if whole and not _is_temporary(prefix, path):
+                continue
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                tf.io.gfile.remove(path)
+
+    def _failed(self, step, cause, needed):
+        free = fileio.free_bytes(self._directory)
+        room = f'needs about {fileio.megabytes(needed)}' + (
+            f', {fileio.megabytes(free)} free' if free is not None else '')
+        return StorageError(f'Cannot save the checkpoint of step {step} in {self._directory}: '
+                            f'{cause} ({room}); {kept(self._directory)}')
+
+
+def _files_of(prefix):
+    """The files and directories of checkpoint `prefix`: '<prefix>.index', '.data-*',
+    '.meta', and TensorFlow's temporary '<prefix>_temp*' and '<prefix>.*tempstate*'."""
+    return [path for pattern in (prefix + '.*', prefix + '_temp*')
+            for path in tf.io.gfile.glob(pattern)]
+
+
+def _is_temporary(prefix, path):
+    """Whether `path`, one of _files_of(prefix), is a temporary file of a save."""
+    return path.startswith(prefix + '_temp') or 'tempstate' in os.path.basename(path)
 
 
 def mismatched_variables(checkpoint, variables):
@@ -85,14 +210,15 @@ def resume_point(directory):
     resumes from; None when there is none.
 
     When the directory's 'checkpoint' file names a newer, unreadable checkpoint as the
-    latest, it is rewritten (atomically) to name this one, listing only the checkpoints up
-    to it; with no intact checkpoint it is renamed 'checkpoint.unreadable-TIME'. The
-    unreadable checkpoint's files stay where they are, untracked, so the saver never
-    deletes them.
+    latest, or names paths elsewhere (the directory was moved or copied), it is rewritten
+    (atomically) to name this one by relative path, listing only the checkpoints up to it
+    that are in `directory`; with no intact checkpoint it is renamed
+    'checkpoint.unreadable-TIME'. Files it no longer lists stay where they are, untracked,
+    so the saver never deletes them (nor those of the directory a copy was made from).
     """
     newest = newest_intact(directory)
     state = tf.train.get_checkpoint_state(directory)
-    if state is None or _global_step(state.model_checkpoint_path) == _global_step(newest or ''):
+    if state is None:
         return newest
     if newest is None:
         state_file = os.path.join(directory, 'checkpoint')
@@ -101,11 +227,13 @@ def resume_point(directory):
         logging.warning('No checkpoint in %s reads back: training starts afresh (their list '
                         'is kept as %s)', directory, aside)
         return None
-    kept = [path for path in state.all_model_checkpoint_paths
-            if _global_step(path) <= _global_step(newest)]
-    checkpoint_management.update_checkpoint_state_internal(
-        directory, os.path.basename(newest), [os.path.basename(path) for path in kept],
-        save_relative_paths=True)
+    names = [os.path.basename(path) for path in state.all_model_checkpoint_paths]
+    listed = [name for name in names if _global_step(name) <= _global_step(newest)
+              and tf.io.gfile.exists(os.path.join(directory, name) + '.index')]
+    here = [os.path.join(directory, name) for name in listed]
+    if (state.model_checkpoint_path, list(state.all_model_checkpoint_paths)) != (newest, here):
+        checkpoint_management.update_checkpoint_state_internal(
+            directory, os.path.basename(newest), listed, save_relative_paths=True)
     return newest
 
 

@@ -19,6 +19,7 @@ import tensorflow.compat.v1 as tf
 from slim_deploy.common.errors import Interrupted, UsageError
 from slim_deploy.deployment import all_reduce, ordered_sync
 from slim_deploy.deployment import precision as precision_lib
+from slim_deploy.training import checkpoints
 
 READY_POLL_SECS = 1.0  # How often a non-chief worker checks whether the chief is ready.
 # Before training alone, the chief waits until the global step has stood still for this many
@@ -303,13 +304,16 @@ class StopHook(tf.train.SessionRunHook):
 
 
 def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=None, hooks=(),
-          save_summaries_secs=600, save_interval_secs=600, config=None, independent=False,
-          stop=None, stop_group=None, watchdog=None):
+          save_summaries_secs=600, save_interval_secs=600, keep_checkpoint_max=5, config=None,
+          independent=False, stop=None, stop_group=None, watchdog=None):
     """Runs `train_tensor` until `monitor` (a MonitorHook) stops it at its last step.
 
     The monitor runs before the chief's summary and checkpoint hooks (so a non-finite loss
     is never saved); `hooks` run (and end) after them. scaffold: a tf.train.Scaffold
-    (summary op, fine-tuning init_fn), None for the default. The chief initializes the
+    (summary op, fine-tuning init_fn), None for the default; without a saver of its own, it
+    saves with checkpoints.saver(keep_checkpoint_max), and the chief's saves are
+    checkpoints.CheckpointSaverHook's (a failed save raises StorageError). The chief
+    initializes the
     variables or restores them from train_dir's latest checkpoint (see
     checkpoints.resume_point for one that is unreadable); other workers wait for it, or with
     `independent` (variable_update='collective') initialize their own, which the graph's
@@ -328,14 +332,17 @@ def train(train_tensor, train_dir, monitor, master='', is_chief=True, scaffold=N
     """
     stop = stop or SignalStop()
     scaffold = scaffold or tf.train.Scaffold()
+    if scaffold.saver is None:
+        scaffold = tf.train.Scaffold(saver=checkpoints.saver(keep_checkpoint_max),
+                                     copy_from_scaffold=scaffold)
     all_hooks = [monitor, StopHook(stop, stop_group)]
     if is_chief:
         if save_summaries_secs:
             all_hooks.append(tf.train.SummarySaverHook(
                 save_secs=save_summaries_secs, output_dir=train_dir, scaffold=scaffold))
         if save_interval_secs:
-            all_hooks.append(tf.train.CheckpointSaverHook(
-                train_dir, save_secs=save_interval_secs, scaffold=scaffold))
+            all_hooks.append(checkpoints.CheckpointSaverHook(
+                train_dir, save_interval_secs, scaffold))
     all_hooks += hooks
     with stop, watchdog or contextlib.nullcontext():
         if independent:
@@ -366,7 +373,7 @@ def _interrupted(stop, global_step, checkpointed, train_dir):
         signum = stop.peer_signum
         return Interrupted(f'stopped {at} with the other workers, one of which received '
                            f'{signal.Signals(signum).name}', signum)
-    latest = tf.train.latest_checkpoint(train_dir) if checkpointed else None
+    latest = checkpoints.latest(train_dir) if checkpointed else None
     if latest:  # Its step, which other workers' updates may have moved past global_step.
         at = f'at global step {latest.rsplit("-", 1)[1]}'
         where = f'checkpointed in {train_dir}: rerun to resume from it'

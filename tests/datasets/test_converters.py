@@ -56,7 +56,8 @@ def test_mnist_converts_the_idx_files(tmp_path):
               for name in listing(tmp_path / 'source')}
     out = tmp_path / 'out'
     assert mnist.convert(str(out), str(tmp_path / 'source')) == str(out)
-    assert listing(out) == ['labels.txt', 'mnist_test.tfrecord', 'mnist_train.tfrecord']
+    assert listing(out) == ['labels.txt', 'manifest.json', 'mnist_test.tfrecord',
+                            'mnist_train.tfrecord']
     assert (out / 'labels.txt').read_text().splitlines() == [
         '0:zero', '1:one', '2:two', '3:three', '4:four', '5:five', '6:six', '7:seven',
         '8:eight', '9:nine']
@@ -91,7 +92,8 @@ def test_mnist_interrupted_conversion_is_completed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(conversion, 'encode_png', encode_png)
     mnist.convert(str(out), str(tmp_path / 'source'))
-    assert listing(out) == ['labels.txt', 'mnist_test.tfrecord', 'mnist_train.tfrecord']
+    assert listing(out) == ['labels.txt', 'manifest.json', 'mnist_test.tfrecord',
+                            'mnist_train.tfrecord']
     assert os.stat(out / 'mnist_train.tfrecord').st_mtime_ns == train_mtime
     images, labels = expected['test']
     records = read_split('mnist', 'test', out)
@@ -194,7 +196,8 @@ def test_cifar10_converts_the_archive_or_directory(tmp_path, archive):
     source, expected = make_cifar(tmp_path / 'source', archive=archive)
     out = tmp_path / 'out'
     assert cifar10.convert(str(out), str(source)) == str(out)
-    assert listing(out) == ['cifar10_test.tfrecord', 'cifar10_train.tfrecord', 'labels.txt']
+    assert listing(out) == ['cifar10_test.tfrecord', 'cifar10_train.tfrecord', 'labels.txt',
+                            'manifest.json']
     check_cifar(out, expected)
 
 
@@ -297,7 +300,8 @@ def test_flowers_converts_the_archive_or_directory(tmp_path, archive):
     out.mkdir()
     (out / 'notes.md').write_text('mine')
     assert flowers.convert(str(out), str(source), num_validation=4) == str(out)
-    assert len(listing(out)) == 12  # 10 shards, labels.txt, notes.md: no temporary files.
+    # 10 shards, labels.txt, manifest.json, notes.md: no temporary files.
+    assert len(listing(out)) == 13
     assert (out / 'notes.md').read_text() == 'mine'
     check_flowers(out, photos, 4)
 
@@ -372,7 +376,7 @@ def test_script_converts_a_local_archive(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert f'cifar10: converted into {out}' in result.stdout
     assert listing(out) == ['cifar10_test.tfrecord', 'cifar10_train.tfrecord', 'labels.txt',
-                            'notes.md']
+                            'manifest.json', 'notes.md']
     check_cifar(out, expected)
 
 

@@ -44,7 +44,7 @@ def imagenet_dir(imagenet_source, tmp_path_factory):
 
 def test_imagenet_files_and_labels(imagenet_dir):
     assert shard_names(imagenet_dir) == [
-        'labels.txt', 'train-00000-of-00002', 'train-00001-of-00002',
+        'labels.txt', 'manifest.json', 'train-00000-of-00002', 'train-00001-of-00002',
         'validation-00000-of-00001']
     assert dataset_utils.read_label_file(imagenet_dir) == {
         0: 'background', 1: 'great white shark', 2: 'tench, Tinca tinca', 3: 'goldfish'}
@@ -244,7 +244,7 @@ def vww_dir(coco_source, tmp_path_factory):
 
 
 def test_vww_files_and_labels(vww_dir):
-    assert shard_names(vww_dir) == ['labels.txt', 'train.record-00000-of-00002',
+    assert shard_names(vww_dir) == ['labels.txt', 'manifest.json', 'train.record-00000-of-00002',
                                     'train.record-00001-of-00002', 'val.record-00000-of-00001']
     with open(os.path.join(vww_dir, 'labels.txt')) as f:
         assert f.read() == '0:background\n1:person\n'
@@ -351,7 +351,7 @@ def test_vww_download_extracts_coco(coco_source, tmp_path):
     dataset_dir = tmp_path / 'vww'
     visualwakewords.convert(str(dataset_dir), num_shards=VWW_SHARDS, num_workers=1,
                             coco_dirname='coco', **urls)
-    assert len(shard_names(dataset_dir)) == 4
+    assert len(shard_names(dataset_dir)) == 5  # 3 shards, labels.txt, manifest.json.
     coco_dir = dataset_dir / 'coco'
     assert sorted(os.listdir(coco_dir)) == ['annotations', 'annotations.zip', 'train2014',
                                             'train2014.zip', 'val2014', 'val2014.zip']

@@ -22,7 +22,7 @@ DIGITS_FILES = [
     'digits_test_00000-of-00002.tfrecord', 'digits_test_00001-of-00002.tfrecord',
     'digits_train_00000-of-00004.tfrecord', 'digits_train_00001-of-00004.tfrecord',
     'digits_train_00002-of-00004.tfrecord', 'digits_train_00003-of-00004.tfrecord',
-    'labels.txt',
+    'labels.txt', 'manifest.json',
 ]
 DIGITS_LABELS = ('0:zero\n1:one\n2:two\n3:three\n4:four\n5:five\n6:six\n7:seven\n'
                  '8:eight\n9:nine\n')

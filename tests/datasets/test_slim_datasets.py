@@ -242,10 +242,11 @@ def cifar10_dir(tmp_path_factory):
 
 
 def test_run_writes_what_get_split_reads_and_removes_the_downloads(mnist_dir, cifar10_dir):
-    assert sorted(os.listdir(mnist_dir[0])) == ['labels.txt', 'mnist_test.tfrecord',
-                                                'mnist_train.tfrecord']
+    assert sorted(os.listdir(mnist_dir[0])) == ['labels.txt', 'manifest.json',
+                                                'mnist_test.tfrecord', 'mnist_train.tfrecord']
     assert sorted(os.listdir(cifar10_dir[0])) == ['cifar10_test.tfrecord',
-                                                  'cifar10_train.tfrecord', 'labels.txt']
+                                                  'cifar10_train.tfrecord', 'labels.txt',
+                                                  'manifest.json']
 
 
 @pytest.mark.parametrize('name, split_name, image_shape', [
@@ -483,8 +484,8 @@ def test_imagenet_scripts_sort_convert_and_read_back(tmp_path, capsys):
             imagenet_metadata_file=str(root / imagenet.METADATA_FILENAME),
             bounding_box_file=str(root / 'boxes.csv')):
         build_imagenet_data.main([])
-    assert shard_names(out) == ['labels.txt', 'train-00000-of-00002', 'train-00001-of-00002',
-                                'validation-00000-of-00001']
+    assert shard_names(out) == ['labels.txt', 'manifest.json', 'train-00000-of-00002',
+                                'train-00001-of-00002', 'validation-00000-of-00001']
     _, records = read_split('imagenet', 'validation', out, IMAGENET_KEYS)
     assert sorted((features['image/filename'].decode(), label)
                   for _, label, features in records) == sorted(
