@@ -1,9 +1,10 @@
 """Helpers of the tests: the project's programs run as a user runs them (subprocesses), a
 training process writing to a log, waiting for what it writes, a task's TF_CONFIG, what a
-run left (its checkpoint's step, its evaluations), a caught error's one-line message, and
-graphs' parts (nets built by the factory, variables, random labelled images, a session on
-CPU devices). Cluster processes are in clusters.py, which builds on this module; fixtures
-(the converted digits, fast variable creation) in conftest.py."""
+run left (its checkpoint's step, its evaluations), a caught error's one-line message, a
+small disk (tmpfs), and graphs' parts (nets built by the factory, variables, random labelled
+images, a session on CPU devices). Cluster processes are in clusters.py, which builds on
+this module; fixtures (the converted digits, fast variable creation) in conftest.py."""
+import contextlib
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.image_classifier import evaluate
@@ -66,6 +68,32 @@ def wait_for(predicate, timeout=120, process=None, log=None):
                                             else f'exit code {process.returncode}')
         assert time.monotonic() < deadline, 'timed out'
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def tmpfs(directory, size):
+    """Mounts a tmpfs of `size` (as mount takes it: '4m') at `directory` (created) for the
+    block, which gets its path; skips the test in one line where mounting is not permitted
+    (the tests run as root). Unmounted after, lazily: a file still open there (an event
+    file) is freed once closed."""
+    os.makedirs(directory, exist_ok=True)
+    mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size}', 'tmpfs',
+                              str(directory)], capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f'cannot mount a tmpfs here: {mounted.stderr.strip()}')
+    try:
+        yield directory
+    finally:
+        tf.summary.FileWriterCache.clear()  # Closes the event files this process opened.
+        subprocess.run(['umount', '--lazy', str(directory)], check=True)
+
+
+def fill(directory, leave):
+    """Fills the file system of `directory` with a file, 'filler', until `leave` bytes (a
+    whole number of its blocks) are free."""
+    stat = os.statvfs(directory)
+    with open(os.path.join(directory, 'filler'), 'ab') as f:
+        f.write(b'\0' * (stat.f_bfree * stat.f_frsize - leave))
 
 
 def tf_config(cluster, task_type, index):

@@ -1,7 +1,8 @@
 """Datasets in the raw formats slim's converters read, written by the tests: MNIST's idx
 files, CIFAR-10's pickles and archive, the flowers photos, a miniature ImageNet and COCO 2014
-(Visual Wake Words' source) and its zips; and the converted ImageNet and Visual Wake Words
-files read back (their shards, their records)."""
+(Visual Wake Words' source) and its zips; the converted ImageNet and Visual Wake Words
+files read back (their shards, their records); and a converted shard whose record's image
+is replaced (replace_image)."""
 import glob
 import gzip
 import io
@@ -267,3 +268,15 @@ def read_split(name, split_name, dataset_dir, keys):
             key: (tf.sparse.to_dense(value) if isinstance(value, tf.sparse.SparseTensor)
                   else value).numpy() for key, value in features.items()}))
     return split, records
+
+
+def replace_image(path, index, encoded):
+    """Rewrites the TFRecord shard `path` with record `index`'s image/encoded replaced by the
+    bytes `encoded`."""
+    records = list(tf.data.TFRecordDataset(path).as_numpy_iterator())
+    example = tf.train.Example.FromString(records[index])
+    example.features.feature['image/encoded'].bytes_list.value[0] = encoded
+    records[index] = example.SerializeToString()
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)

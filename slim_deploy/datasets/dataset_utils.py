@@ -308,6 +308,12 @@ def download_and_uncompress_zipfile(zip_url, dataset_dir):
 
 # --- descriptions ------------------------------------------------------------------------
 
+def check_readable(dataset_dir):
+    """Raises UsageError naming --dataset_dir when it exists but cannot be read."""
+    if os.path.isdir(dataset_dir) and not os.access(dataset_dir, os.R_OK | os.X_OK):
+        raise UsageError(f'--dataset_dir {dataset_dir!r} cannot be read (permission denied)')
+
+
 @dataclasses.dataclass(frozen=True)
 class DatasetSplit:
     """One split of a dataset, stored as TFRecord files of slim's records.
@@ -346,9 +352,7 @@ class DatasetSplit:
                     '(create them with download_and_convert_data.py)')
         if not os.path.isdir(dataset_dir):
             raise UsageError(f'--dataset_dir {dataset_dir!r} does not exist; expected {expected}')
-        if not os.access(dataset_dir, os.R_OK | os.X_OK):
-            raise UsageError(f'--dataset_dir {dataset_dir!r} cannot be read (permission '
-                             'denied)')
+        check_readable(dataset_dir)
         files = sorted(f for f in glob.glob(self.file_pattern) if not fileio.is_temporary(f))
         if not files:
             raise UsageError(f'--dataset_dir {dataset_dir!r} holds no {expected}')
@@ -480,6 +484,7 @@ class DatasetInfo:
             raise UsageError(f'--dataset_dir is required for dataset {self.name!r}: the '
                              'directory holding its TFRecord files (see '
                              'download_and_convert_data.py)')
+        check_readable(os.path.expanduser(dataset_dir or ''))
         dataset_dir = os.path.abspath(os.path.expanduser(self.prepared_dir(dataset_dir)))
         split = self.describe(split_name, dataset_dir, file_pattern, reader)
         split.files()  # Fails now, with the directory and pattern, if the split has no files.

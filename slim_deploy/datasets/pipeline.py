@@ -31,7 +31,8 @@ class RecordGuard:
     """What the reading of one pipeline found wrong, and what it lets pass.
 
     max_bad_records: records that do not decode that are skipped, each logged with its
-    shard, index and cause, before the next one ends the reading. skipped: [(shard path,
+    shard, index and cause, before the next one ends the reading (a record skipped once is
+    skipped again in later epochs, and counted once). skipped: [(shard path,
     record index, cause)] so far. error: the DataError that ended the reading, None while
     none has. Its methods run inside TensorFlow's input threads (tf.py_function).
     """
@@ -41,6 +42,7 @@ class RecordGuard:
         self.skipped = []
         self.error = None
         self._lock = threading.Lock()
+        self._skipped_records = set()  # (shard path, record index) of `skipped`.
         self._epoch = None  # (the shards read, the records an epoch of them holds).
         self._counts = {}  # {shard: records read} until one epoch is counted.
 
@@ -87,9 +89,13 @@ class RecordGuard:
 
     def bad_records(self, paths, indices, serialized, parse):
         """Skips the records (shard paths, indices in them, serialized bytes) that did not
-        decode with `parse`, logging each, or fails once more than max_bad_records have."""
+        decode with `parse`, logging each the first time (a later epoch skips it again),
+        or fails once more than max_bad_records records have."""
         for path, index, record in zip(paths.numpy(), indices.numpy(), serialized.numpy()):
-            path, index, cause = path.decode(), int(index), _decode_error(parse, record)
+            path, index = path.decode(), int(index)
+            if (path, index) in self._skipped_records:
+                continue
+            cause = _decode_error(parse, record)
             with self._lock:
                 if len(self.skipped) >= self.max_bad_records:
                     limit = (f'{len(self.skipped) + 1} exceed --max_bad_records='
@@ -98,6 +104,7 @@ class RecordGuard:
                     self._fail(f'record {index} of shard {path} does not decode ({cause}); '
                                f'{limit}')
                 self.skipped.append((path, index, cause))
+                self._skipped_records.add((path, index))
                 logging.warning('Skipped record %d of shard %s (%s): %d of --max_bad_records=%d',
                                 index, path, cause, len(self.skipped), self.max_bad_records)
         return True

@@ -5,9 +5,11 @@ ClusterError, with 75; training stopped by a signal, an Interrupted, in one line
 'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
 import os
 import sys
+import threading
 
 from absl import app, flags
 
+from slim_deploy.common import fileio
 from slim_deploy.common.errors import (ClusterError, DataError, Interrupted, StorageError,
                                        UsageError)
 from slim_deploy.image_classifier import verbosity
@@ -24,6 +26,7 @@ def run(main, module_name):
 
     def logged_main(argv):
         verbosity.configure_logging(flags.FLAGS.verbosity)
+        threading.excepthook = _thread_failed
         try:
             return main(argv)
         except (UsageError, DataError, StorageError, ClusterError) as e:
@@ -32,6 +35,18 @@ def run(main, module_name):
             _fail(e, exit_code=e.exit_code, label='')
 
     app.run(logged_main, flags_parser=_parse_flags)
+
+
+def _thread_failed(args, default=threading.excepthook):
+    """threading.excepthook: a thread that dies of a full disk (TensorFlow's event writer)
+    says so in one line instead of a traceback; the run itself reports what it could not
+    write. Other exceptions keep their traceback."""
+    cause = fileio.no_room(args.exc_value)
+    if cause is None:
+        default(args)
+    else:
+        print(f'{os.path.basename(sys.argv[0])}: thread {args.thread.name} stopped: {cause}',
+              file=sys.stderr)
 
 
 def _parse_flags(argv):

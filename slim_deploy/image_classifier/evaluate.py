@@ -92,10 +92,18 @@ def _metrics(totals, global_step, guard):
             'num_examples': int(round(num_examples)), 'global_step': global_step}
 
 
-def _write_metrics(eval_dir, metrics):
-    """Writes `metrics` to eval_dir/metrics.json (atomically); StorageError when the disk is
-    full."""
+def _write_metrics(eval_dir, metrics, summary=False):
+    """Writes `metrics` to eval_dir/metrics.json (atomically) and, with `summary`, their
+    accuracy and recall to an event file there (with the default graph); StorageError when
+    the disk is full."""
     with fileio.room_checked(eval_dir, 'write the metrics', lambda: 'nothing was written'):
+        if summary:
+            writer = tf.summary.FileWriterCache.get(eval_dir)
+            writer.add_summary(tf.Summary(value=[
+                tf.Summary.Value(tag='eval/Accuracy', simple_value=metrics['accuracy']),
+                tf.Summary.Value(tag='eval/Recall_5', simple_value=metrics['recall_5'])]),
+                metrics['global_step'])
+            writer.flush()
         fileio.write_json_atomically(os.path.join(eval_dir, METRICS_FILENAME), metrics)
 
 
@@ -186,13 +194,7 @@ def _evaluate_checkpoint(config, model, checkpoint):
                              quantized=config.quantize)
             metrics = _metrics(_sum_steps(sess, step_sums, max_steps),
                                int(sess.run(global_step)), guard)
-        writer = tf.summary.FileWriterCache.get(config.eval_dir)  # Needs a graph.
-        writer.add_summary(tf.Summary(value=[
-            tf.Summary.Value(tag='eval/Accuracy', simple_value=metrics['accuracy']),
-            tf.Summary.Value(tag='eval/Recall_5', simple_value=metrics['recall_5'])]),
-            metrics['global_step'])
-        writer.flush()
-    _write_metrics(config.eval_dir, metrics)
+        _write_metrics(config.eval_dir, metrics, summary=True)
     return metrics
 
 

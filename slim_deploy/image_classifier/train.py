@@ -165,10 +165,10 @@ _TrainingGraph = collections.namedtuple(
     '_TrainingGraph', ['train_tensor', 'learning_rate', 'optimizer', 'summary_op', 'plan'])
 
 
-def _build(config, model, deployment, warmup_steps, guard):
+def _build(config, model, deployment, warmup_steps, guard=None):
     """Builds the training graph of `config` in the default graph, the learning rate rising
     over `warmup_steps` global steps first, its input read under `guard` (a
-    pipeline.RecordGuard)."""
+    pipeline.RecordGuard; None: one that lets no bad record pass)."""
     cluster, optimizing = config.cluster, config.optimization
     if deployment.seed is not None:  # Before the input pipeline, which deploy() follows.
         tf.set_random_seed(deployment.graph_seed)

@@ -96,7 +96,10 @@ def kept(directory):
 
 class CheckpointSaverHook(tf.train.CheckpointSaverHook):
     """TensorFlow's CheckpointSaverHook (a save at the start, every `save_secs` seconds and at
-    the end, with `scaffold`'s saver), whose saves complete or leave nothing of themselves.
+    the end, with `scaffold`'s saver; `listeners`: its CheckpointSaverListeners), whose
+    saves complete or leave nothing of themselves, and which saves no step that the
+    directory's latest checkpoint holds already (as after a restart: it needs no room for
+    a second copy).
 
     Before a save it compares the free space of a local checkpoint_dir with the size of the
     newest checkpoint there (or of the variables, for the first). A save that would not fit,
@@ -105,8 +108,9 @@ class CheckpointSaverHook(tf.train.CheckpointSaverHook):
     free, and the newest complete checkpoint (see kept()).
     """
 
-    def __init__(self, checkpoint_dir, save_secs, scaffold):
-        super().__init__(checkpoint_dir, save_secs=save_secs, scaffold=scaffold)
+    def __init__(self, checkpoint_dir, save_secs, scaffold, listeners=None):
+        super().__init__(checkpoint_dir, save_secs=save_secs, scaffold=scaffold,
+                         listeners=listeners)
         self._directory = checkpoint_dir
 
     def begin(self):
@@ -117,6 +121,8 @@ class CheckpointSaverHook(tf.train.CheckpointSaverHook):
 
     def _save(self, session, step):
         newest = latest(self._directory)
+        if newest == self._step_prefix(step):  # Restored from it, or saved already.
+            return False
         needed = (sum(tf.io.gfile.stat(path).length for path in _files_of(newest))
                   if newest else self._variable_bytes)
         free = fileio.free_bytes(self._directory)
