@@ -17,9 +17,9 @@ Kubernetes sets in each pod of an Indexed Job (see tasks.from_flags).
 What happens, as with the local launcher (launch.py):
 - The JobSet succeeds once every chief, worker (and evaluator) pod has exited 0
   (spec.successPolicy); JobSet then deletes the ps pods, which serve until stopped.
-- A pod exiting with code 2 (errors.UsageError: a user's mistake, which a restart repeats)
-  fails its Job through the Job's podFailurePolicy (reason PodFailurePolicy), and that
-  fails the JobSet at once.
+- A pod exiting with one of errors.FINAL_EXIT_CODES (2, a user's mistake; 65, damaged data;
+  74, a full disk: a restart repeats each) fails its Job through the Job's
+  podFailurePolicy (reason PodFailurePolicy), and that fails the JobSet at once.
 - Any other failure of a pod (exit code 75, errors.ClusterError: it lost a task it needs; a
   crash; an eviction or a preemption) fails its Job at once (backoffLimit 0, restartPolicy
   Never: no pod is restarted alone, which a ps task, whose variables lived only in its
@@ -40,7 +40,7 @@ import re
 import yaml
 
 from slim_deploy.cluster import shape
-from slim_deploy.common.errors import UsageError
+from slim_deploy.common.errors import FINAL_EXIT_CODES, UsageError
 
 API_VERSION = 'jobset.x-k8s.io/v1alpha2'
 JOBSET_NAME_LABEL = 'jobset.sigs.k8s.io/jobset-name'  # JobSet's label on each of its pods.
@@ -150,7 +150,7 @@ def _replicated_job(job, tasks, image, argv, labels, claims, port):
         'completionMode': 'Indexed', 'completions': tasks, 'parallelism': tasks,
         'backoffLimit': 0,
         'podFailurePolicy': {'rules': [{'action': 'FailJob', 'onExitCodes': {
-            'containerName': CONTAINER, 'operator': 'In', 'values': [UsageError.exit_code]}}]},
+            'containerName': CONTAINER, 'operator': 'In', 'values': list(FINAL_EXIT_CODES)}}]},
         'template': {'metadata': {'labels': labels}, 'spec': pod},
     }}}
 

@@ -60,9 +60,13 @@ def export_config(checkpoint_path, **flags):
 
 def write(config, **facts):
     """Writes config.train_dir/run_config.json (atomically): config.as_flags() under
-    'flags', and `facts` (JSON-serializable values)."""
+    'flags', the dataset_dir made absolute (evaluation may run from another directory), and
+    `facts` (JSON-serializable values)."""
+    flags = config.as_flags()
+    if flags['dataset_dir']:
+        flags['dataset_dir'] = os.path.abspath(os.path.expanduser(flags['dataset_dir']))
     fileio.write_json_atomically(os.path.join(config.train_dir, FILENAME),
-                                 {'flags': config.as_flags(), **facts})
+                                 {'flags': flags, **facts})
 
 
 def find(checkpoint_path):
@@ -87,7 +91,8 @@ def with_run_defaults(checkpoint_path, given, defaults):
 
     Raises UsageError when a given flag contradicts the model the run trained: another
     model_name, or a dataset_name/labels_offset/use_grayscale giving the network another
-    number of classes or input channels.
+    number of classes or input channels; or when the run's dataset_dir, not given, is gone
+    (the dataset moved with the run, or the run to another machine).
     """
     found = find(checkpoint_path)
     if found is None:
@@ -95,6 +100,10 @@ def with_run_defaults(checkpoint_path, given, defaults):
     path, record = found
     recorded = record.get('flags', {})
     values = {**run_defaults(recorded, defaults), **given}
+    dataset_dir = values.get('dataset_dir')
+    if 'dataset_dir' not in given and dataset_dir and not os.path.isdir(dataset_dir):
+        raise UsageError(f'--dataset_dir {dataset_dir!r}, the one recorded in {path}, does '
+                         'not exist here: pass --dataset_dir')
     if values.get('model_name') != recorded.get('model_name'):
         raise UsageError(f'--model_name={values["model_name"]} contradicts the run recorded in '
                          f'{path}, which trained {recorded.get("model_name")}; leave '

@@ -22,7 +22,7 @@ import yaml
 import images
 from helpers import ENV, REPO, TRAIN, checkpoint_step, evaluations, run, tf_config
 from slim_deploy.cluster import emulated_hosts, launch
-from slim_deploy.common.errors import UsageError
+from slim_deploy.common.errors import DataError, StorageError, UsageError
 from slim_deploy.image_classifier import config, slim_flags
 
 PROG = os.path.basename(sys.argv[0])
@@ -178,10 +178,11 @@ def test_one_indexed_job_per_cluster_job_and_the_policies(shape):
         (container,) = pod['containers']
         assert container['image'] == IMAGE
         assert {'name': 'PYTHONUNBUFFERED', 'value': '1'} in container['env']
-        # A user's mistake (exit code 2) fails the Job for reason PodFailurePolicy ...
+        # A user's mistake, damaged data or a full disk (exit code 2, 65, 74) fails the Job
+        # for reason PodFailurePolicy ...
         assert job_spec['podFailurePolicy'] == {'rules': [{'action': 'FailJob', 'onExitCodes': {
             'containerName': container['name'], 'operator': 'In',
-            'values': [UsageError.exit_code]}}]}
+            'values': [UsageError.exit_code, DataError.exit_code, StorageError.exit_code]}}]}
         labels = job_spec['template']['metadata']['labels']
         assert labels['app.kubernetes.io/component'] == job['name']
     # ... which fails the JobSet; any other failure restarts it, the ps tasks too.

@@ -5,6 +5,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import UsageError
 from slim_deploy.training import checkpoints, loop
-from helpers import checkpoint_step
+from helpers import checkpoint_step, error_message
 from slim_deploy.image_classifier import evaluate, export, run_record, train
 from slim_deploy.image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 from slim_deploy.nets import nets_factory
@@ -322,3 +323,24 @@ def test_evaluation_of_a_missing_checkpoint_is_a_usage_error(tmp_path):
                                          'checkpoint'):
         evaluate.evaluate(EvalConfig.from_flags({'checkpoint_path': str(tmp_path),
                                                  'eval_dir': str(tmp_path)}))
+
+
+def test_the_record_keeps_the_dataset_dir_absolute_and_names_it_once_gone(digits_dir, tmp_path,
+                                                                        monkeypatch):
+    data, run = tmp_path / 'data', tmp_path / 'run'
+    shutil.copytree(digits_dir, data)
+    run.mkdir()
+    monkeypatch.chdir(tmp_path)
+    run_record.write(train_config(run, 'data'))  # A dataset_dir relative to where it ran.
+    assert json.loads((run / run_record.FILENAME).read_text())['flags']['dataset_dir'] == str(
+        data)
+    monkeypatch.chdir('/')
+    assert run_record.eval_config(str(run)).data.dataset_dir == str(data)
+    shutil.rmtree(data)
+    with pytest.raises(UsageError) as excinfo:
+        run_record.eval_config(str(run))
+    assert error_message(excinfo) == (
+        f"--dataset_dir '{data}', the one recorded in {run}/run_config.json, does not exist "
+        'here: pass --dataset_dir')
+    assert run_record.eval_config(str(run), dataset_dir=digits_dir).data.dataset_dir == (
+        digits_dir)
