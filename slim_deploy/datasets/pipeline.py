@@ -22,8 +22,12 @@ from slim_deploy.common.errors import DataError
 from slim_deploy.datasets import manifest
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE
-# Records decoded together: a chunk that comes out short names the records it lost.
-CHUNK_RECORDS = 32
+# Records are read and decoded in chunks of at most CHUNK_RECORDS, and of at most CHUNK_BYTES
+# of preprocessed examples (but at least MIN_CHUNK_RECORDS): a chunk's shard and records
+# are checked at once, and one that comes out short names the records it lost.
+CHUNK_RECORDS = 128
+CHUNK_BYTES = 16 * 2**20
+MIN_CHUNK_RECORDS = 8
 _FRAMING_BYTES = 16  # A TFRecord's bytes on disk beyond its data: length and two checksums.
 
 
@@ -87,15 +91,15 @@ class RecordGuard:
                 self._epoch = None
         return True
 
-    def bad_records(self, paths, indices, serialized, parse):
-        """Skips the records (shard paths, indices in them, serialized bytes) that did not
-        decode with `parse`, logging each the first time (a later epoch skips it again),
-        or fails once more than max_bad_records records have."""
+    def bad_records(self, paths, indices, serialized, decode):
+        """Skips the records (shard paths, indices in them, serialized bytes) that failed
+        `decode` (a record's bytes -> its example), logging each the first time (a later
+        epoch skips it again), or fails once more than max_bad_records records have."""
         for path, index, record in zip(paths.numpy(), indices.numpy(), serialized.numpy()):
             path, index = path.decode(), int(index)
             if (path, index) in self._skipped_records:
                 continue
-            cause = _decode_error(parse, record)
+            cause = _decode_error(decode, record)
             with self._lock:
                 if len(self.skipped) >= self.max_bad_records:
                     limit = (f'{len(self.skipped) + 1} exceed --max_bad_records='
@@ -110,10 +114,10 @@ class RecordGuard:
         return True
 
 
-def _decode_error(parse, record):
-    """Why `parse` fails on serialized record `record`, in one line."""
+def _decode_error(decode, record):
+    """Why `decode` fails on serialized record `record`, in one line."""
     try:
-        parse(tf.constant(record))
+        decode(tf.constant(record))
     except (tf.errors.OpError, ValueError) as e:
         message = re.sub(r'\{\{.*?\}\}|\[Op:.*', '', getattr(e, 'message', None) or str(e))
         return ' '.join(message.split())[:200]
@@ -149,9 +153,9 @@ def _shard_chunks(path, size, guard):
 
 
 def _records(split, num_readers, training, replica_id, num_replicas, seed, guard):
-    """Chunks (serialized records [n], shard paths [n], indices in the shard [n]) of
-    `split`, this replica's share of it when training (in a random order unless `seed`; in
-    the files' order when not training). Checks the shards against their manifest first
+    """(serialized record, shard path, index in the shard) of each record of `split`, this
+    replica's share of it when training (in a random order unless `seed`; in the files'
+    order when not training). Checks the shards against their manifest first
     (manifest.check)."""
     files = split.files()
     checked = manifest.check(split, files) is not None
@@ -175,30 +179,38 @@ def _records(split, num_readers, training, replica_id, num_replicas, seed, guard
     if training:
         shards = shards.shuffle(len(files), seed=seed).repeat()
     return shards.interleave(read, cycle_length=num_readers, num_parallel_calls=AUTOTUNE,
-                             deterministic=not training or seed is not None)
+                             deterministic=not training or seed is not None).unbatch()
 
 
-def _decoded(chunks, split, guard, num_threads, deterministic):
-    """(image uint8 [height, width, channels], label int64) of each record in `chunks` (as
-    _records gives them) that `split` can parse, in order, num_threads chunks decoded at a
-    time; the others go to guard.bad_records.
+def _examples(records, split, preprocessing_fn, image_size, labels_offset, guard, num_threads,
+              deterministic):
+    """(preprocessing_fn's image of side image_size, label - labels_offset) of each record of
+    `records` (serialized, shard path, index in the shard) that `split` can parse and
+    preprocessing_fn take, in order, num_threads chunks at a time; the other records go to
+    guard.bad_records.
 
-    A chunk's decoding errors are dropped (ignore_errors): the records missing from its
-    output are the bad ones."""
-    shape = split.image_shape or (0, 0, split.channels)  # Images vary: batched ragged.
+    A chunk's errors are dropped (ignore_errors): the records missing from its output are the
+    bad ones. Its examples (float32 images) take at most about CHUNK_BYTES."""
+    example_bytes = image_size * image_size * split.channels * 4
+    chunk = max(MIN_CHUNK_RECORDS, min(CHUNK_RECORDS, CHUNK_BYTES // example_bytes))
 
-    def decode(record, position):
-        image, label = split.parse(record)
-        return (tf.ensure_shape(image, shape) if split.image_shape else image), label, position
+    def preprocess(image, label):
+        image = preprocessing_fn(image, image_size, image_size)
+        if not image.shape.is_fully_defined():
+            raise ValueError(f'preprocessing_fn must give images of a static shape, got '
+                             f'{image.shape}')
+        return image, label - labels_offset
 
-    def decode_chunk(serialized, paths, indices):
+    def example(record, position):
+        return (*preprocess(*split.parse(record)), position)
+
+    def chunk_examples(serialized, paths, indices):
         count = tf.size(serialized, out_type=tf.int64)
+        examples = (tf.data.Dataset.from_tensor_slices((serialized, tf.range(count)))
+                    .map(example).ignore_errors())
+        image, label, _ = examples.element_spec
         end = tf.data.Dataset.from_tensors(  # Position `count` marks the chunk's end.
-            (tf.zeros(shape, tf.uint8), tf.constant(0, tf.int64), count))
-        decoded = (tf.data.Dataset.from_tensor_slices((serialized, tf.range(count)))
-                   .map(decode).ignore_errors().concatenate(end))
-        batched = (decoded.batch if split.image_shape else decoded.ragged_batch)(
-            CHUNK_RECORDS + 1)
+            (tf.zeros(image.shape, image.dtype), tf.zeros([], label.dtype), count))
 
         def check(images, labels, positions):
             decoded_positions = positions[:-1, tf.newaxis]
@@ -207,26 +219,19 @@ def _decoded(chunks, split, guard, num_threads, deterministic):
             reported = tf.cond(
                 tf.size(bad) > 0,
                 lambda: tf.py_function(
-                    lambda *bad_records: guard.bad_records(*bad_records, split.parse),
+                    lambda *bad_records: guard.bad_records(
+                        *bad_records, lambda record: preprocess(*split.parse(record))),
                     [tf.gather(paths, bad), tf.gather(indices, bad), tf.gather(serialized, bad)],
                     tf.bool),
                 lambda: tf.constant(True))
             with tf.control_dependencies([reported]):
                 return tf.identity(images[:-1]), labels[:-1]
 
-        images = batched.map(check).unbatch()
-        if split.image_shape:
-            return images
-        return images.map(lambda image, label: (image.to_tensor(), label))
+        return examples.concatenate(end).batch(chunk + 1).map(check).unbatch()
 
-    return chunks.interleave(decode_chunk, cycle_length=num_threads, block_length=CHUNK_RECORDS,
-                             num_parallel_calls=num_threads, deterministic=deterministic)
-
-
-def _preprocess_fn(preprocessing_fn, image_size, labels_offset):
-    def preprocess(image, label):
-        return preprocessing_fn(image, image_size, image_size), label - labels_offset
-    return preprocess
+    return records.batch(chunk).interleave(chunk_examples, cycle_length=num_threads,
+                                           block_length=chunk, num_parallel_calls=num_threads,
+                                           deterministic=deterministic)
 
 
 def training_batches(split, preprocessing_fn, image_size, batch_size, num_readers=4,
@@ -245,11 +250,9 @@ def training_batches(split, preprocessing_fn, image_size, batch_size, num_reader
     guard = guard or RecordGuard()
     records = _records(split, num_readers, True, replica_id, num_replicas, seed, guard)
     deterministic = seed is not None
-    shuffled = (records.unbatch().shuffle(min(shuffle_buffer, split.num_samples), seed=seed)
-                .batch(CHUNK_RECORDS))
-    return (_decoded(shuffled, split, guard, num_preprocessing_threads, deterministic)
-            .map(_preprocess_fn(preprocessing_fn, image_size, labels_offset),
-                 num_parallel_calls=num_preprocessing_threads, deterministic=deterministic)
+    shuffled = records.shuffle(min(shuffle_buffer, split.num_samples), seed=seed)
+    return (_examples(shuffled, split, preprocessing_fn, image_size, labels_offset, guard,
+                      num_preprocessing_threads, deterministic)
             .batch(batch_size, drop_remainder=True)
             .prefetch(AUTOTUNE))
 
@@ -265,10 +268,9 @@ def evaluation_batches(split, preprocessing_fn, image_size, batch_size, num_clon
     once and drop none. guard: as in training_batches.
     """
     guard = guard or RecordGuard()
-    examples = (_decoded(_records(split, num_readers, False, 0, 1, None, guard), split, guard,
-                         num_preprocessing_threads, True)
-                .map(_preprocess_fn(preprocessing_fn, image_size, labels_offset),
-                     num_parallel_calls=num_preprocessing_threads)
+    examples = (_examples(_records(split, num_readers, False, 0, 1, None, guard), split,
+                          preprocessing_fn, image_size, labels_offset, guard,
+                          num_preprocessing_threads, True)
                 .map(lambda image, label: (image, label, tf.constant(1.0))))
     group = batch_size * num_clones
     image_spec = examples.element_spec[0]

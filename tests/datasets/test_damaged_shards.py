@@ -204,10 +204,10 @@ def test_max_bad_records_skips_and_logs_that_many(tmp_path, caplog, evaluation):
 
 def test_a_chunk_of_nothing_but_bad_records_names_them(tmp_path):
     paths = write_dataset(tmp_path)
-    for index in range(pipeline.CHUNK_RECORDS):
+    for index in range(RECORDS):  # A whole shard: its chunks hold nothing else.
         replace_image(paths[0], index, b'bad')
     manifest.write(str(tmp_path), paths)
-    guard = pipeline.RecordGuard(max_bad_records=pipeline.CHUNK_RECORDS)
+    guard = pipeline.RecordGuard(max_bad_records=RECORDS)
     labels = read_all(split_of(tmp_path), guard)
-    assert [index for _, index, _ in guard.skipped] == list(range(pipeline.CHUNK_RECORDS))
-    assert len(labels) == SHARDS * RECORDS - pipeline.CHUNK_RECORDS
+    assert [index for _, index, _ in guard.skipped] == list(range(RECORDS))
+    assert len(labels) == (SHARDS - 1) * RECORDS
