@@ -60,7 +60,8 @@ def convert(name, dataset_dir, source=None, **options):
     None: download it); returns the directory holding the converted dataset ('~'
     expanded). options: the converter's own keyword options. An embedded dataset (no
     converter) is written into dataset_dir, or its default directory if that is None.
-    A failed download's message says how to convert a local copy instead."""
+    A failed download's message says how to convert a local copy instead; a full disk ends
+    it with a StorageError."""
     entry = DATASETS[name]
     if entry.convert is None:
         if source:
@@ -71,7 +72,9 @@ def convert(name, dataset_dir, source=None, **options):
                          'to write its TFRecord files into')
     dataset_dir = os.path.expanduser(dataset_dir)
     fileio.check_writable_dir(dataset_dir, '--dataset_dir')
-    with conversion.offering_source(name):
+    with conversion.offering_source(name), fileio.room_checked(
+            dataset_dir, f'convert {name}',
+            lambda: 'the shards written whole are kept: a rerun with room goes on from them'):
         entry.convert(dataset_dir, source=os.path.expanduser(source) if source else None,
                       **options)
     return dataset_dir

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.common.errors import UsageError
+from slim_deploy.common.errors import StorageError, UsageError
 from slim_deploy.datasets import cifar10, conversion, dataset_factory, flowers, mnist
-from helpers import error_message, run_script
+from helpers import error_message, fill, run_script, tmpfs
 from raw_datasets import (CIFAR_NAMES, cifar_pickle, make_cifar, make_flowers, make_mnist, pack,
                           write_idx)
 
@@ -71,6 +71,24 @@ def test_mnist_converts_the_idx_files(tmp_path):
             assert extra['image/format'] == b'png'
     assert {name: (tmp_path / 'source' / name).read_bytes()
             for name in listing(tmp_path / 'source')} == before
+
+
+def test_a_conversion_that_fills_the_disk_ends_in_one_line_and_keeps_whole_shards(tmp_path):
+    make_mnist(tmp_path / 'source')
+    with tmpfs(tmp_path / 'disk', '1m') as disk:
+        out = disk / 'mnist'
+        out.mkdir()
+        fill(disk, 0)
+        with pytest.raises(StorageError) as excinfo:
+            dataset_factory.convert('mnist', str(out), str(tmp_path / 'source'))
+        assert error_message(excinfo) == (
+            f'Cannot convert mnist in {out}: no space left on the device (0.0 MB free); the '
+            'shards written whole are kept: a rerun with room goes on from them')
+        assert listing(out) == []  # Nothing partial.
+        os.remove(disk / 'filler')
+        dataset_factory.convert('mnist', str(out), str(tmp_path / 'source'))
+        assert listing(out) == ['labels.txt', 'manifest.json', 'mnist_test.tfrecord',
+                                'mnist_train.tfrecord']
 
 
 def test_mnist_interrupted_conversion_is_completed(tmp_path, monkeypatch):
