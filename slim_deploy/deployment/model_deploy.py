@@ -948,7 +948,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     only the losses are gathered, for evaluation. summary_op merges the summaries that
     existed before the call with the first clone's and the loss summaries. With ps tasks
     the training step reads the variables in turn with the other workers' (create_clones'
-    reads_in_turn), unless config.prefetch_reads.
+    reads_in_turn), unless config.prefetch_reads or the optimizer has backup workers (a
+    SyncReplicasOptimizer aggregating fewer gradients than one per worker: a late worker
+    holding the turn would hold up the others, which backup workers let go on).
 
     var_list: the variables to train: None for all trainable ones, a list, or a function
     returning the list, called once the clones have created the variables.
@@ -999,7 +1001,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
 
     # Create the clones.
     clones = create_clones(config, model_fn, args, kwargs,
-                           reads_in_turn=optimizer is not None and not config.prefetch_reads)
+                           reads_in_turn=(optimizer is not None and not config.prefetch_reads
+                                          and not _has_backup_workers(optimizer)))
     first_clone = clones[0]
     copies = replicas.of_clones(clones)  # None: the clones share one set of variables.
 
@@ -1033,6 +1036,15 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             timeout_secs=config.task_timeout_secs and max(
                 config.task_timeout_secs, START_TIMEOUT_SECS))))
     return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _has_backup_workers(optimizer):
+    """Whether `optimizer` is a SyncReplicasOptimizer whose updates take fewer gradients than
+    one (or one micro-batch's) from every worker: the late workers' are dropped."""
+    if not isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+        return False
+    aggregated, workers = optimizer._replicas_to_aggregate, optimizer._total_num_replicas
+    return aggregated < workers or aggregated % workers != 0
 
 
 def _training_step(config, clones, copies, optimizer, summaries, summarize_gradients,

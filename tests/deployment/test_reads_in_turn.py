@@ -22,9 +22,11 @@ PS_CPU = '/job:ps/task:0/device:CPU:0'
 WORKER_CPU = '/job:worker/task:0/device:CPU:0'
 
 
-def _sync_built(config):
-    """The graph deploy() builds of lenet with `config` and a SyncReplicasOptimizer."""
-    optimizer = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+def _sync_built(config, replicas_to_aggregate=2):
+    """The graph deploy() builds of lenet with `config` and a SyncReplicasOptimizer of
+    config.num_replicas workers."""
+    optimizer = tf.train.SyncReplicasOptimizer(
+        tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate, config.num_replicas)
     graph = built(config, lenet_model_fn(), optimizer)
     optimizer.ready_for_local_init_op.mark_used()  # Else TF logs an error when it is freed.
     return graph
@@ -66,6 +68,17 @@ def test_workers_read_every_variable_under_the_lock_and_release_it(synchronous):
 ], ids=['prefetched', 'one_process', 'collective'])
 def test_workers_without_reads_across_take_no_lock(config):
     assert not _ops(built(config, lenet_model_fn()), 'MutexLock')
+
+
+@pytest.mark.parametrize('replicas_to_aggregate', [2, 4])
+def test_backup_workers_read_without_the_lock(replicas_to_aggregate):
+    """Updates of 2 of 3 workers' gradients (or micro-batches of 2 of them): a late worker
+    holding the turn would hold up the others, which backup workers are there to let go
+    on."""
+    graph = _sync_built(DeploymentConfig(num_replicas=3, num_ps_tasks=1), replicas_to_aggregate)
+    assert _ops(graph, 'MutexLock') == []
+    assert len(_ops(_sync_built(DeploymentConfig(num_replicas=3, num_ps_tasks=1), 3),
+                    'MutexLock')) == 1
 
 
 def test_evaluation_takes_no_lock():
