@@ -832,8 +832,10 @@ def _gather_clone_loss(clone, num_clones, regularization_losses):
             regularization_loss = tf.add_n(regularization_losses, name='regularization_loss')
             parts.append(regularization_loss)
         sum_loss = tf.add_n(parts) if parts else None
-    if clone_loss is not None:  # Under the clone's name scope: tag 'clone_i/Losses/clone_loss'.
-        tf.summary.scalar('Losses/clone_loss', clone_loss)
+    if clone_loss is not None:  # Slim's tag: 'Losses/clone_loss', or with several clones
+        # 'clone_i/Losses/clone_i//clone_loss' (the clone's scope inside its name scope).
+        tf.summary.scalar(f'Losses/{clone.scope}/clone_loss' if clone.scope
+                          else 'Losses/clone_loss', clone_loss)
     if regularization_loss is not None:
         tf.summary.scalar('Losses/regularization_loss', regularization_loss)
     return sum_loss

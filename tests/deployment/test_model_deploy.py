@@ -146,13 +146,33 @@ def test_every_summary_input_is_on_the_cpu(optimizer, num_ps_tasks, cpu):
                        optimizer=optimizer, summarize_gradients=optimizer is not None)
     inputs = model.summary_op.op.inputs
     names = {t.op.name for t in inputs}
-    assert {'before_deploy', 'clone_0/logistic_activations', 'clone_0/Losses/clone_loss',
-            'clone_0/Losses/regularization_loss'} <= names
+    assert {'before_deploy', 'clone_0/logistic_activations',
+            'clone_0/Losses/clone_0//clone_loss', 'clone_0/Losses/regularization_loss'} <= names
     assert 'clone_1/logistic_activations' not in names
     assert ('logistic/weights/gradient' in names) == (optimizer is not None)
     # deploy() placed every summary it or model_fn made; the caller's own is unplaced.
     assert {t.device for t in inputs if t.op.name != 'before_deploy'} == {cpu}
     assert (model.train_op is None) == (optimizer is None)
+
+
+@pytest.mark.parametrize('num_clones, tags', [
+    (1, {'Losses/clone_loss', 'Losses/regularization_loss', 'Losses/total_loss'}),
+    (2, {'clone_0/Losses/clone_0//clone_loss', 'clone_0/Losses/regularization_loss',
+         'Losses/total_loss'}),
+])
+def test_loss_summaries_keep_slims_tags_in_the_event_file(tmp_path, num_clones, tags):
+    x, y = _data()
+    with tf.Graph().as_default():
+        model = deploy(DeploymentConfig(num_clones=num_clones, clone_on_cpu=True),
+                       logistic_model, args=[tf.constant(x), tf.constant(y)],
+                       optimizer=tf.train.GradientDescentOptimizer(0.1))
+        with tf.Session() as sess, tf.summary.FileWriter(str(tmp_path)) as writer:
+            sess.run(tf.global_variables_initializer())
+            writer.add_summary(sess.run(model.summary_op), global_step=1)
+    (events,) = tmp_path.glob('events.out.tfevents.*')
+    written = {value.tag for event in tf.train.summary_iterator(str(events))
+               for value in event.summary.value}
+    assert written == tags
 
 
 def logistic_model_with_summary(inputs, labels):

@@ -94,7 +94,7 @@ def test_training_logs_the_plan_progress_and_result(trained):
 def test_training_writes_summaries_and_the_run_record(trained):
     train_dir, _ = trained
     assert {'Losses/total_loss', 'learning_rate', 'throughput/examples_per_sec',
-            'clone_0/Losses/clone_loss', 'clone_0/activations/Logits',
+            'clone_0/Losses/clone_0//clone_loss', 'clone_0/activations/Logits',
             'clone_0/sparsity/Logits', 'variables/LeNet/fc4/weights'} <= event_tags(train_dir)
     record = json.loads((train_dir / run_record.FILENAME).read_text())
     assert record['flags'] == train_config(train_dir, record['flags']['dataset_dir'],
