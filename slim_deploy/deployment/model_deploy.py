@@ -165,6 +165,9 @@ VARIABLE_UPDATES = Registry('variable_update', {
 # Default pack size of the gradient all-reduces (4 MiB): packs are all-reduced, last layers
 # first, while backprop still computes the first layers' gradients (lenet's 13.1 MB go in 3).
 ALL_REDUCE_PACK_BYTES = 4 << 20
+# Worker jobs whose task is the chief when DeploymentConfig is not told (is_chief=None): the
+# Object Detection API's and tf.estimator's 'master', TF_CONFIG's 'chief'.
+CHIEF_JOBS = ('master', 'chief')
 # Default task_timeout_secs: longer than a network blip, shorter than people wait.
 TASK_TIMEOUT_SECS = 60.0
 # The start-up broadcast waits at least this long, as the other workers may start slower.
@@ -232,7 +235,10 @@ class DeploymentConfig:
       num_replicas: worker tasks in the cluster; > 1 needs num_ps_tasks > 0, or
         variable_update='collective'.
       num_ps_tasks: parameter-server tasks holding the variables; 0 keeps them local.
-      worker_job_name, ps_job_name: job names in the cluster spec (non-empty).
+      worker_job_name, ps_job_name: job names in the cluster spec (non-empty). The worker
+        job's name may carry this worker's task, as the Object Detection API's trainer
+        passes it ('master/task:0'): worker_device then keeps that task whatever replica_id
+        is (slim's behaviour), and appends '/task:<replica_id>' to a name without one.
       clone_devices: None for the default devices, or one device string per clone
         (e.g. ['/device:CPU:0', '/device:CPU:1']); with PS tasks the worker job and
         task are prefixed.
@@ -255,8 +261,11 @@ class DeploymentConfig:
         Give it to cluster.tasks.watchdog too, which ends a task whose ps tasks, chief or
         fellow workers stop answering (as train_image_classifier.py does).
       is_chief: whether this worker is the chief, whose variables 'collective' mode
-        broadcasts at start-up; None: replica_id == 0 (False for worker 0 of a cluster
-        whose chief has a job of its own, as TF_CONFIG's 'chief').
+        broadcasts at start-up; None derives it as slim's callers do: True for a worker job
+        named 'master' or 'chief' (CHIEF_JOBS); else replica 0 is the chief, unless the job
+        name carries its task ('worker/task:0'), as the Object Detection API's trainer names
+        the tasks of a cluster whose chief is its 'master' job. Pass it where the chief's
+        job has another name (worker 0 of a cluster with a 'chief' job is not the chief).
       sync_batch_norm: every batch norm built by model_fn normalizes training batches
         with the mean and variance of the global batch, over all clones (and, with
         'collective', all workers), and its gradient flows through them (see
@@ -297,7 +306,7 @@ class DeploymentConfig:
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
-    (slim's: '/job:<worker_job_name>').
+    (slim's: '/job:<worker_job_name>', which is ours when the name carries its task).
     """
 
     def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0, num_replicas=1,
@@ -325,6 +334,9 @@ class DeploymentConfig:
                 if not isinstance(value, str) or not value:
                     raise ValueError(f'{name} must be a non-empty string when replicas or '
                                      f'PS tasks are used, got {value!r}')
+            worker_job, named_task = _job_and_task(worker_job_name)
+        else:
+            worker_job, named_task = worker_job_name, None
         if clone_devices is not None:
             clone_devices = tuple(clone_devices)
             if len(clone_devices) != num_clones:
@@ -355,7 +367,10 @@ class DeploymentConfig:
         self._variable_update = variable_update
         self._all_reduce_pack_bytes = all_reduce_pack_bytes
         self._task_timeout_secs = float(task_timeout_secs)
-        self._is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
+        self._named_task = named_task
+        if is_chief is None:
+            is_chief = worker_job in CHIEF_JOBS or (named_task is None and replica_id == 0)
+        self._is_chief = bool(is_chief)
         self._sync_batch_norm = sync_batch_norm
         self._precision = precision
         self._xla = xla
@@ -404,9 +419,13 @@ class DeploymentConfig:
     @property
     def worker_device(self):
         """'/job:<worker_job_name>/task:<replica_id>' with PS tasks or replicas, else '':
-        the prefix of every worker device this config gives (slim's has no task)."""
+        the prefix of every worker device this config gives (slim's has no task). A
+        worker_job_name carrying its task ('master/task:0') gives '/job:master/task:0', as
+        slim's does, whatever replica_id is."""
         if self._num_ps_tasks == 0 and self._num_replicas == 1:
             return ''
+        if self._named_task is not None:
+            return f'/job:{self._worker_job_name}'
         return f'/job:{self._worker_job_name}/task:{self._replica_id}'
 
     def __repr__(self):
@@ -583,6 +602,20 @@ def sync_replicas_problem(precision, prefetch_reads, show):
                 'aggregated gradients, which dynamic loss scaling cannot skip; use bfloat16 '
                 'or asynchronous workers')
     return None
+
+
+def _job_and_task(worker_job_name):
+    """(job, task) of a worker job name: ('worker', None) for 'worker', ('master', 0) for
+    'master/task:0'. ValueError naming worker_job_name unless it is a job, optionally with
+    its replica and task."""
+    try:
+        spec = tf.DeviceSpec.from_string(f'/job:{worker_job_name}')
+    except ValueError:
+        spec = None
+    if spec is None or spec.device_type is not None:
+        raise ValueError("worker_job_name must be a job name, optionally with its task "
+                         f"('worker', 'master/task:0'), got {worker_job_name!r}")
+    return spec.job, spec.task
 
 
 def _as_parameter(name, value):

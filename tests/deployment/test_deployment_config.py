@@ -45,6 +45,16 @@ DEVICE_MATRIX = {
         {'num_ps_tasks': 2, 'worker_job_name': 'trainer', 'ps_job_name': 'params'},
         [('/job:trainer/task:0/device:GPU:0', '')], '/job:trainer/task:0/device:CPU:0',
         ['/job:params/task:0/device:CPU:0', '/job:params/task:1/device:CPU:0']),
+    # The Object Detection API's trainer names the task with the job: slim kept it.
+    'job_name_with_task': (
+        {'num_replicas': 3, 'num_ps_tasks': 1, 'worker_job_name': 'master/task:0'},
+        [('/job:master/task:0/device:GPU:0', '')], '/job:master/task:0/device:CPU:0',
+        ['/job:ps/task:0/device:CPU:0']),
+    'job_name_with_another_task': (
+        {'num_replicas': 3, 'replica_id': 1, 'num_ps_tasks': 1,
+         'worker_job_name': 'worker/task:2'},
+        [('/job:worker/task:2/device:GPU:0', '')], '/job:worker/task:2/device:CPU:0',
+        ['/job:ps/task:0/device:CPU:0']),
     'clone_devices': (
         {'num_clones': 2, 'clone_devices': ['/device:CPU:0', '/device:CPU:1']},
         [('/device:CPU:0', 'clone_0'), ('/device:CPU:1', 'clone_1')], '/device:CPU:0', None),
@@ -146,6 +156,30 @@ def test_properties_are_read_only():
 def test_invalid_config_raises(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DeploymentConfig(**kwargs)
+
+
+@pytest.mark.parametrize('worker_job_name, replica_id, is_chief', [
+    ('worker', 0, True), ('worker', 1, False),  # Slim's scripts: worker 0 is the chief.
+    ('chief', 0, True), ('master', 0, True),
+    ('master/task:0', 0, True), ('worker/task:0', 0, False),  # The OD API's trainer.
+    ('worker/task:1', 1, False),
+])
+def test_is_chief_follows_the_job_slims_callers_name(worker_job_name, replica_id, is_chief):
+    config = DeploymentConfig(num_replicas=3, replica_id=replica_id, num_ps_tasks=1,
+                              worker_job_name=worker_job_name)
+    assert config.is_chief is is_chief
+    assert DeploymentConfig(num_replicas=3, replica_id=replica_id, num_ps_tasks=1,
+                            worker_job_name=worker_job_name,
+                            is_chief=not is_chief).is_chief is not is_chief
+
+
+@pytest.mark.parametrize('worker_job_name', ['worker:1', 'worker/task:one',
+                                             'worker/task:0/device:CPU:0'])
+def test_a_worker_job_name_that_is_no_job_raises(worker_job_name):
+    message = (r"worker_job_name must be a job name, optionally with its task \('worker', "
+               rf"'master/task:0'\), got '{worker_job_name}'")
+    with pytest.raises(ValueError, match=message):
+        DeploymentConfig(num_ps_tasks=1, worker_job_name=worker_job_name)
 
 
 def test_empty_job_names_are_fine_without_cluster():
