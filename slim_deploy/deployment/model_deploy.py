@@ -43,7 +43,8 @@ import tensorflow.compat.v1 as tf
 from slim_deploy.common.errors import UsageError, check_int
 from slim_deploy.common.registry import Registry
 from slim_deploy.deployment import (accumulation, all_reduce, compression, network_traffic,
-                                    quantize, replicas, sync_batch_norm, variable_sharing)
+                                    ordered_sync, quantize, replicas, sync_batch_norm,
+                                    variable_sharing)
 from slim_deploy.deployment import precision as precision_lib
 
 __all__ = [
@@ -302,7 +303,9 @@ class DeploymentConfig:
         reproducibility in the manual): deploy() seeds the graph with graph_seed, unless
         it has a seed already, and turns on TensorFlow's op determinism for the process.
         Asynchronous workers with ps tasks apply their gradients in arrival order, which no
-        seed fixes: deploy() logs a line saying so.
+        seed fixes: deploy() logs a line saying so. Synchronous workers take
+        ordered_sync.OrderedSyncReplicasOptimizer: deploy() raises ValueError for
+        TensorFlow's own SyncReplicasOptimizer, whose updates sum in arrival order.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -1132,7 +1135,13 @@ def _training_step(config, clones, copies, optimizer, summaries, summarize_gradi
 def _make_reproducible(config, optimizer):
     """Seeds the default graph with config.graph_seed unless it has a seed, turns on op
     determinism, and logs a line when asynchronous workers make the run irreproducible
-    anyway."""
+    anyway. ValueError for TensorFlow's own SyncReplicasOptimizer, whose updates depend on
+    the order gradients arrive in (ordered_sync's does not)."""
+    if (isinstance(optimizer, tf.train.SyncReplicasOptimizer) and
+            not isinstance(optimizer, ordered_sync.OrderedSyncReplicasOptimizer)):
+        raise ValueError(f'seed={config.seed} cannot make a tf.train.SyncReplicasOptimizer '
+                         'reproducible (it sums the gradients in the order they arrive): use '
+                         'slim_deploy.deployment.ordered_sync.OrderedSyncReplicasOptimizer')
     if tf.get_default_graph().seed is None:
         tf.set_random_seed(config.graph_seed)
     tf.compat.v2.config.experimental.enable_op_determinism()

@@ -59,3 +59,15 @@ def test_a_count_every_worker_cannot_give_is_refused():
                        r'multiple of the 2 workers$'):
         OrderedSyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 3,
                                      total_num_replicas=2, replica_id=0)
+
+
+def test_a_seeded_deployment_refuses_tensorflows_own_sync_replicas():
+    config = DeploymentConfig(num_replicas=2, num_ps_tasks=1, seed=3)
+    with tf.Graph().as_default() as graph:
+        optimizer = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2, 2)
+        with pytest.raises(ValueError, match=(
+                r'^seed=3 cannot make a tf\.train\.SyncReplicasOptimizer reproducible \(it sums '
+                r'the gradients in the order they arrive\): use slim_deploy\.deployment\.'
+                r'ordered_sync\.OrderedSyncReplicasOptimizer$')):
+            deploy(config, lenet_model_fn(), optimizer=optimizer)
+    assert graph.seed is None and not graph.get_operations()  # Refused before building.
