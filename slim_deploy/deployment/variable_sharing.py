@@ -24,6 +24,7 @@ moving statistics, in layer.updates, not in tf.GraphKeys.UPDATE_OPS) joins UPDAT
 deploy() takes clone 0's.
 """
 import contextlib
+import functools
 
 import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import resource_variable_ops
@@ -158,22 +159,29 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
     ps task's) of a lock that the workers' steps take in turn to read: a step's reads of
     resource variables start once it holds the lock, and it lets go once every value has
     reached `device` (or when the step ends), so that workers receive their reads one after
-    another instead of sharing the links until all have them. update_scope: the name scope
-    ('' for the root) of the ops this adds to UPDATE_OPS (the refreshes of prefetch, the
-    lock's release), which the training step runs."""
+    another instead of sharing the links until all have them. The lock is made on entry,
+    outside whatever context model_fn holds (control dependencies), and the turn's ops
+    outside XLA's clusters. update_scope: the name scope ('' for the root) of the ops this
+    adds to UPDATE_OPS (the refreshes of prefetch, the lock's release), which the training
+    step runs."""
     if device is None:
         yield
         return
-    cached, received, lock = [], [], []
+    cached, received = [], []
+    # Made here, not with the first variable, which model_fn may make under control
+    # dependencies of its own; the turn's ops stay outside XLA's clusters, whose computation
+    # would hold the lock.
+    no_xla = functools.partial(tf.xla.experimental.jit_scope, compile_ops=False)
+    if turn_device is not None:
+        with no_xla():
+            lock = _lock(turn_device)
 
     def value_on_device(variable):
         """What the steps use as resource `variable`'s value on `device` (None: TensorFlow's
         own cached read)."""
         read = variable._graph_element
         if turn_device is not None:
-            if not lock:
-                lock.append(_lock(turn_device))
-            read = _read_after(variable, lock[0])
+            read = _read_after(variable, lock)
         narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
         value = (compression.read_across(read, narrow, device) if narrow is not None
                  else _sent(read, device) if turn_device is not None else None)
@@ -184,8 +192,7 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
             return next_creator(**kwargs)
         variable = next_creator(**{**kwargs, 'caching_device': device})
         if resource_variable_ops.is_resource_variable(variable):
-            # Outside XLA's clusters, whose computation would hold the lock.
-            with tf.xla.experimental.jit_scope(compile_ops=False):
+            with no_xla():
                 value = value_on_device(variable)
             if value is not None:
                 variable._cached_value = value  # TensorFlow's cached read.
@@ -199,12 +206,12 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
     finally:
         for variable in cached:
             _uncache(variable)
-    if lock:
+    if turn_device is not None and received:
         with tf.name_scope(_scope(update_scope, 'reads_in_turn')), \
                 tf.colocate_with(None, ignore_existing=True), tf.device(turn_device), \
-                tf.control_dependencies(received):
+                tf.control_dependencies(received), no_xla():
             tf.add_to_collection(tf.GraphKeys.UPDATE_OPS,
-                                 tf.raw_ops.ConsumeMutexLock(mutex_lock=lock[0], name='release'))
+                                 tf.raw_ops.ConsumeMutexLock(mutex_lock=lock, name='release'))
 
 
 def _lock(device):

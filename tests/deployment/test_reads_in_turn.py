@@ -99,6 +99,40 @@ def test_with_xla_the_reads_stay_out_of_the_clusters():
     assert conv.get_attr('_XlaCompile')
 
 
+def _turn_ops(graph):
+    """The ops of the reads in turn: the mutex, its lock and release, the reads under it and
+    their values on the worker."""
+    (release,) = _ops(graph, 'ConsumeMutexLock')
+    received = release.control_inputs
+    return [*_ops(graph, 'MutexV2'), *_ops(graph, 'MutexLock'), release, *received,
+            *(op.inputs[0].op for op in received)]
+
+
+def test_the_turn_stays_out_of_a_callers_xla_clusters():
+    """deploy() built inside the caller's jit_scope: no op of the turn joins a cluster."""
+    with tf.Graph().as_default() as graph, tf.xla.experimental.jit_scope():
+        deploy(DeploymentConfig(num_replicas=2, num_ps_tasks=1), lenet_model_fn(),
+               optimizer=tf.train.GradientDescentOptimizer(0.1))
+    turns = _turn_ops(graph)
+    assert len(turns) == 3 + 2 * 8
+    assert [op.name for op in turns if op.get_attr('_XlaCompile')] == []
+
+
+def test_the_lock_waits_for_nothing_model_fn_waits_for():
+    """model_fn makes its variables under a control dependency on its input: the lock is
+    taken at once all the same, the reads waiting for it alone."""
+    def model_fn():
+        images = tf.zeros([2, 28, 28, 1], name='images')
+        with tf.control_dependencies([images]):
+            lenet_model_fn()()
+
+    graph = built(DeploymentConfig(num_replicas=2, num_ps_tasks=1), model_fn)
+    (lock,) = _ops(graph, 'MutexLock')
+    (mutex,) = _ops(graph, 'MutexV2')
+    assert lock.control_inputs == mutex.control_inputs == []
+    assert lock.inputs[0].op is mutex
+
+
 def _quadratic():
     """model_fn: loss 0.5 * |w|^2 of a 3-vector w starting at 1."""
     w = tf.get_variable('w', [3], initializer=tf.ones_initializer(), use_resource=True)
