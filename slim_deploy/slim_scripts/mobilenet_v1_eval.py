@@ -23,9 +23,10 @@ What differs from slim's:
 - A user's mistake (a bad flag, a dataset without files, no checkpoint, a checkpoint that
   lacks a variable of the model, such as a float one evaluated with --quantize) ends in one
   line, exit code 2.
-- It defines flags that its sibling scripts (mobilenet_v1_train, mobilenet_v1_eval,
-  post_training_quantization) define too, overridable, so that they import together in one
-  process (slim's raised DuplicateFlagError); the module imported last sets the defaults.
+- Its sibling scripts (mobilenet_v1_train, mobilenet_v1_eval, post_training_quantization)
+  import together in one process (slim's raised DuplicateFlagError): the flags train and
+  eval share are defined once, in mobilenet_v1_input, and every flag is overridable, the
+  module imported last setting the defaults.
 """
 if __name__ == '__main__':  # Run as a script: quiet TensorFlow's start-up, before importing it.
     from slim_deploy.image_classifier import verbosity
@@ -37,7 +38,6 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 import tf_slim as slim  # noqa: E402
 
 from slim_deploy.common.errors import UsageError  # noqa: E402
-from slim_deploy.datasets import dataset_factory  # noqa: E402
 from slim_deploy.deployment import quantize  # noqa: E402
 from slim_deploy.training import checkpoints  # noqa: E402
 from slim_deploy.nets import mobilenet_v1  # noqa: E402
@@ -47,28 +47,14 @@ flags = tf.app.flags
 FLAGS = flags.FLAGS
 
 
-# slim's flags, which its sibling scripts share (mobilenet_v1_train, mobilenet_v1_eval and
-# post_training_quantization define several of the same names): allow_override lets one
-# process import them all, the flag defined last setting the default.
-flags.DEFINE_string('master', '', 'The TensorFlow server to evaluate on; empty: in process.',
-                    allow_override=True)
-flags.DEFINE_integer('batch_size', 250, 'Images per evaluation step.', allow_override=True)
-flags.DEFINE_integer('num_classes', 1001, 'Width of the logits layer.', allow_override=True)
+# slim's flags: those mobilenet_v1_train shares, defined once (mobilenet_v1_input), then this
+# script's own. All are overridable (allow_override), so that the sibling scripts
+# (post_training_quantization defines some of the same names) import together in one
+# process, the flag defined last setting the default.
+mobilenet_v1_input.define_flags(batch_size=250)
+flags.adopt_module_key_flags(mobilenet_v1_input)
 flags.DEFINE_integer('num_examples', 50000, 'How many images to score.', allow_override=True)
-flags.DEFINE_integer('image_size', 224, 'Side of the square input images, in pixels.',
-                     allow_override=True)
-flags.DEFINE_float('depth_multiplier', 1.0, 'MobileNet v1\'s width multiplier.',
-                   allow_override=True)
-flags.DEFINE_bool('quantize', False, 'Score the quantized model (the ranges of a '
-                  'quantization-aware run).', allow_override=True)
-flags.DEFINE_string('checkpoint_dir', '', 'The checkpoint to score, or a directory: its '
-                    'latest.', allow_override=True)
 flags.DEFINE_string('eval_dir', '', 'Where the evaluation\'s event files go.',
-                    allow_override=True)
-flags.DEFINE_string('dataset_dir', '', 'The directory of the dataset\'s TFRecord files.',
-                    allow_override=True)
-flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset to score on: '
-                    f'{", ".join(dataset_factory.DATASETS)} (slim\'s is always imagenet).',
                     allow_override=True)
 flags.DEFINE_string('dataset_split_name', 'validation', 'The split of --dataset_name to score '
                     '(slim\'s is always ImageNet\'s validation split).', allow_override=True)

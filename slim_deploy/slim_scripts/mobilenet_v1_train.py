@@ -24,9 +24,10 @@ What differs from slim's:
   train split holds 1281167 images).
 - --fine_tune_checkpoint may name a directory (its latest checkpoint).
 - A user's mistake (a bad flag, a dataset without files) ends in one line, exit code 2.
-- It defines flags that its sibling scripts (mobilenet_v1_train, mobilenet_v1_eval,
-  post_training_quantization) define too, overridable, so that they import together in one
-  process (slim's raised DuplicateFlagError); the module imported last sets the defaults.
+- Its sibling scripts (mobilenet_v1_train, mobilenet_v1_eval, post_training_quantization)
+  import together in one process (slim's raised DuplicateFlagError): the flags train and
+  eval share are defined once, in mobilenet_v1_input, and every flag is overridable, the
+  module imported last setting the defaults.
 """
 if __name__ == '__main__':  # Run as a script: quiet TensorFlow's start-up, before importing it.
     from slim_deploy.image_classifier import verbosity
@@ -51,33 +52,19 @@ _NUM_EPOCHS_PER_DECAY = 2.5
 _QUANT_DELAY = 250000  # Steps of float training before quantizing, from scratch.
 
 
-# slim's flags, which its sibling scripts share (mobilenet_v1_train, mobilenet_v1_eval and
-# post_training_quantization define several of the same names): allow_override lets one
-# process import them all, the flag defined last setting the default.
-flags.DEFINE_string('master', '', 'The TensorFlow server to train on; empty: in process.',
-                    allow_override=True)
+# slim's flags: those mobilenet_v1_eval shares, defined once (mobilenet_v1_input), then this
+# script's own. All are overridable (allow_override), so that the sibling scripts
+# (post_training_quantization defines some of the same names) import together in one
+# process, the flag defined last setting the default.
+mobilenet_v1_input.define_flags(batch_size=64)
+flags.adopt_module_key_flags(mobilenet_v1_input)
 flags.DEFINE_integer('task', 0, 'This worker\'s index; 0 is the chief.', allow_override=True)
 flags.DEFINE_integer('ps_tasks', 0, 'How many parameter servers hold the variables.',
                      allow_override=True)
-flags.DEFINE_integer('batch_size', 64, 'Images per training step.', allow_override=True)
-flags.DEFINE_integer('num_classes', 1001, 'Width of the logits layer.', allow_override=True)
 flags.DEFINE_integer('number_of_steps', None, 'Global step to stop at; None: never.',
                      allow_override=True)
-flags.DEFINE_integer('image_size', 224, 'Side of the square input images, in pixels.',
-                     allow_override=True)
-flags.DEFINE_float('depth_multiplier', 1.0, 'MobileNet v1\'s width multiplier.',
-                   allow_override=True)
-flags.DEFINE_bool('quantize', False, 'Train quantization-aware (int8 weights and activations).',
-                  allow_override=True)
 flags.DEFINE_string('fine_tune_checkpoint', '', 'A checkpoint (or a directory: its latest) '
                     'to start from; empty: from scratch.', allow_override=True)
-flags.DEFINE_string('checkpoint_dir', '', 'Where checkpoints and event files go.',
-                    allow_override=True)
-flags.DEFINE_string('dataset_dir', '', 'The directory of the dataset\'s TFRecord files.',
-                    allow_override=True)
-flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset to train on: '
-                    f'{", ".join(dataset_factory.DATASETS)} (slim\'s is always imagenet).',
-                    allow_override=True)
 flags.DEFINE_integer('log_every_n_steps', 100, 'Steps between two loss lines.',
                      allow_override=True)
 flags.DEFINE_integer('save_summaries_secs', 100, 'Seconds between two summaries.',

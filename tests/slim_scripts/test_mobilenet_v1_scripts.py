@@ -108,6 +108,15 @@ def test_the_three_modules_import_together_with_slims_names_and_flags():
             name: kind for name, (kind, _) in module_flags.items()}
 
 
+def test_the_flags_train_and_eval_share_are_defined_once():
+    for module in MODULES:
+        importlib.import_module(module)
+    shared = (MODULES[TRAIN][1].keys() & MODULES[EVAL][1].keys()) - MODULES[PTQ][1].keys()
+    assert shared == {'master', 'batch_size', 'depth_multiplier', 'quantize', 'checkpoint_dir'}
+    assert {name: FLAGS.find_module_defining_flag(name) for name in shared} == dict.fromkeys(
+        shared, 'slim_deploy.slim_scripts.mobilenet_v1_input')
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('last', list(MODULES))
 def test_the_module_imported_last_defines_its_flags_with_slims_defaults(last):
