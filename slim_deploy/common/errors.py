@@ -2,7 +2,8 @@
 input file) and the loss of another task of the cluster.
 
 Entry points print a UsageError as one line and exit with code 2, a DataError with 65, a
-StorageError with 74, a ClusterError with 75, an Interrupted with 128 + its signal's number
+StorageError with 74, a ClusterError with 75 (an AddressInUse, one kind of it, with 98), an
+Interrupted with 128 + its signal's number
 (143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and
 keeps its traceback (exit code 1).
 """
@@ -59,6 +60,16 @@ class ClusterError(RuntimeError):
     mistake that a retry repeats.
     """
     exit_code = 75
+
+
+class AddressInUse(ClusterError):
+    """A task could not serve: another process holds its port. The message is one line
+    naming the task and the address, and says 'address in use'.
+
+    exit_code: 98 (EADDRINUSE's number on Linux): no mistake of the user's; the launcher
+    that chose the ports restarts the cluster on new ones.
+    """
+    exit_code = 98
 
 
 class Interrupted(Exception):
