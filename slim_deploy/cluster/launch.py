@@ -54,9 +54,13 @@ reconnects it), and removes the hosts when it ends.
 ports are looked for. Whatever it is, TensorFlow's gRPC servers listen on every interface of
 the machine (0.0.0.0) and accept any client: on a machine others can reach, firewall the ports.
 Ports are picked free, then released for the tasks to bind: another process may take one in
-between, and that task then fails with a clear error.
+between. A task that cannot bind its port exits with code 98 (errors.AddressInUse); the
+launcher then stops every task and starts the cluster again on new ports, up to PORT_RETRIES
+times, saying so in one line on stderr (these restarts leave --max_restarts alone).
 """
 import argparse
+import functools
+import itertools
 import json
 import os
 import signal
@@ -67,7 +71,7 @@ import threading
 import time
 
 from slim_deploy.cluster import emulated_hosts, jobset, shape
-from slim_deploy.common.errors import ClusterError, UsageError, check_int
+from slim_deploy.common.errors import AddressInUse, ClusterError, UsageError, check_int
 
 # Longer than training's default grace period (training.loop.GRACE_SECS): a signalled task first
 # finishes its step and checkpoints.
@@ -76,6 +80,7 @@ POLL_SECS = 0.05
 LOCALHOST = '127.0.0.1'
 HOSTS_DOMAIN = 'cluster'  # Of the emulated hosts: ps-0.cluster, worker-0.cluster, ...
 USAGE_EXIT_CODE = UsageError.exit_code  # A user's mistake: a restart would repeat it.
+PORT_RETRIES = 3  # New sets of ports tried when a task finds its port taken.
 JOBSET_ONLY = ('image', 'chief', 'volume', 'port', 'no_network_policy')  # Need --jobset.
 
 
@@ -269,6 +274,11 @@ class Task:
             self._output.join(timeout=GRACE_SECS)
 
 
+class PortTaken(Exception):
+    """A task (its name, 'worker:0', is the message) exited as one whose port another
+    process holds (errors.AddressInUse)."""
+
+
 def stop(tasks, signum, received):
     """Sends `signum` to `tasks`, SIGKILLs those still running after GRACE_SECS or once the
     launcher receives another signal, and waits for the end of every task's output."""
@@ -285,9 +295,10 @@ def stop(tasks, signum, received):
         task.join()
 
 
-def supervise(ps, workers, evaluators, received, prog, max_restarts=0):
+def supervise(ps, workers, evaluators, received, prog, max_restarts=0, new_ports=False):
     """Waits for the workers (restarting failed tasks), stops the ps tasks, waits for the
-    evaluators and returns the exit code (module docstring)."""
+    evaluators and returns the exit code (module docstring). new_ports: a task whose port is
+    taken stops every task and raises PortTaken, for a start on new ports."""
     job = ps + workers
     restarts = 0
     while not received:
@@ -297,12 +308,17 @@ def supervise(ps, workers, evaluators, received, prog, max_restarts=0):
         if dead:
             code = dead.process.returncode
             ended = exit_description(code)
+            if new_ports and code == AddressInUse.exit_code:
+                stop(job + evaluators, signal.SIGKILL, received)
+                raise PortTaken(dead.name)
             if restarts == max_restarts or code == USAGE_EXIT_CODE:
                 stop(job + evaluators, signal.SIGTERM, received)
                 what = (f'{dead.name} ended ({ended}) before the workers' if dead in ps else
                         f'failed: {dead.name} ({ended})')
                 after = (", a user's mistake that a restart repeats" if code == USAGE_EXIT_CODE
-                         else f' after {restarts} restarts (--max_restarts)' if restarts else '')
+                         else ', address in use' if code == AddressInUse.exit_code else '')
+                if restarts and code != USAGE_EXIT_CODE:
+                    after += f' after {restarts} restarts (--max_restarts)'
                 print(f'{prog}: error: {what}{after}; stopped all tasks', file=sys.stderr)
                 return 1
             restarts += 1
@@ -328,33 +344,47 @@ def supervise(ps, workers, evaluators, received, prog, max_restarts=0):
     return 128 + received[0]
 
 
-def launch(cluster, argv, prog, evaluator=False, max_restarts=0, hosts=None):
+def launch(cluster, argv, prog, evaluator=False, max_restarts=0, hosts=None, new_cluster=None):
     """Starts a task of `argv` for each address of `cluster` (and an evaluator task),
     supervises them and returns the exit code. hosts: the EmulatedHosts of emulated_host_names to
-    run the tasks on (None: this machine's network)."""
+    run the tasks on (None: this machine's network). new_cluster: None, or a function giving
+    the cluster on new ports, with which every task starts again when one finds its port
+    taken (up to PORT_RETRIES times)."""
     received = []
     handlers = {signum: signal.signal(signum, lambda number, _: received.append(number))
                 for signum in (signal.SIGINT, signal.SIGTERM)}
     output_lock = threading.Lock()
-    tasks = {'ps': [], 'worker': [], 'evaluator': []}  # Without ps tasks, no 'ps' job.
-    kinds = [(task_type, len(addresses)) for task_type, addresses in cluster.items()]
     try:
-        try:
-            for task_type, count in kinds + ([('evaluator', 1)] if evaluator else []):
-                for index in range(count):
-                    config = {'cluster': cluster, 'task': {'type': task_type, 'index': index}}
-                    env = {**os.environ, 'TF_CONFIG': json.dumps(config),
-                           'PYTHONUNBUFFERED': '1'}
-                    command = (hosts.command(emulated_host(f'{task_type}:{index}'), argv)
-                               if hosts else argv)
-                    tasks[task_type].append(Task(task_type, index, command, env, output_lock))
-                    tasks[task_type][-1].start()
-        except OSError as e:
-            stop([task for kind in tasks.values() for task in kind], signal.SIGTERM, received)
-            print(f'{prog}: error: cannot run {argv[0]}: {e.strerror}', file=sys.stderr)
-            return 2
-        return supervise(tasks['ps'], tasks['worker'], tasks['evaluator'], received, prog,
-                         max_restarts)
+        for retry in itertools.count():
+            tasks = {'ps': [], 'worker': [], 'evaluator': []}  # Without ps tasks, no 'ps' job.
+            kinds = [(task_type, len(addresses)) for task_type, addresses in cluster.items()]
+            try:
+                for task_type, count in kinds + ([('evaluator', 1)] if evaluator else []):
+                    for index in range(count):
+                        config = {'cluster': cluster,
+                                  'task': {'type': task_type, 'index': index}}
+                        env = {**os.environ, 'TF_CONFIG': json.dumps(config),
+                               'PYTHONUNBUFFERED': '1'}
+                        command = (hosts.command(emulated_host(f'{task_type}:{index}'), argv)
+                                   if hosts else argv)
+                        tasks[task_type].append(Task(task_type, index, command, env,
+                                                     output_lock))
+                        tasks[task_type][-1].start()
+            except OSError as e:
+                stop([task for kind in tasks.values() for task in kind], signal.SIGTERM,
+                     received)
+                print(f'{prog}: error: cannot run {argv[0]}: {e.strerror}', file=sys.stderr)
+                return 2
+            try:
+                return supervise(tasks['ps'], tasks['worker'], tasks['evaluator'], received,
+                                 prog, max_restarts,
+                                 new_ports=new_cluster is not None and retry < PORT_RETRIES)
+            except PortTaken as taken:
+                job, index = str(taken).split(':')
+                print(f'{prog}: {taken} could not bind {cluster[job][int(index)]}: address in '
+                      f'use; restarting every task on new ports (retry {retry + 1} of '
+                      f'{PORT_RETRIES})', file=sys.stderr, flush=True)
+                cluster = new_cluster()
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -375,8 +405,10 @@ def main(argv):
                 args.jobset, args.image, argv, args.num_ps_tasks, args.worker_replicas,
                 args.chief, args.evaluator, args.max_restarts, args.volume, port)
         elif not args.emulated_hosts:
+            pick = functools.partial(cluster_spec, args.bind, args.num_ps_tasks,
+                                     args.worker_replicas)
             try:
-                cluster = cluster_spec(args.bind, args.num_ps_tasks, args.worker_replicas)
+                cluster = pick()
             except OSError as e:
                 raise UsageError(f'--bind {args.bind}: {e.strerror}') from e
     except UsageError as e:
@@ -390,7 +422,8 @@ def main(argv):
         print(f'{prog}: warning: --bind {args.bind}: TensorFlow\'s gRPC servers accept any '
               'client that can reach their ports (no authentication)', file=sys.stderr)
     if not args.emulated_hosts:
-        return launch(cluster, argv, prog, args.evaluator, args.max_restarts)
+        return launch(cluster, argv, prog, args.evaluator, args.max_restarts,
+                      new_cluster=pick)
     names = emulated_host_names(args.num_ps_tasks, args.worker_replicas, args.evaluator)
     try:
         hosts = emulated_hosts.EmulatedHosts(names, HOSTS_DOMAIN, args.link_bandwidth)

@@ -13,16 +13,19 @@ as tf.distribute and TFJob define it) evaluates the chief's checkpoints; it is n
 the training cluster, whether or not TF_CONFIG's cluster lists it.
 """
 import dataclasses
+import errno
 import json
 import re
 import signal
+import socket
 import time
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.cluster import watchdog as watchdog_lib
-from slim_deploy.common.errors import ClusterError, UsageError
+from slim_deploy.common import native_stderr
+from slim_deploy.common.errors import AddressInUse, ClusterError, UsageError
 
 TASK_TYPES = ('chief', 'worker', 'ps')
 EVALUATOR = 'evaluator'
@@ -30,6 +33,9 @@ EVALUATOR = 'evaluator'
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
                tf.errors.AbortedError, tf.errors.CancelledError)
 _TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
+# The lines gRPC logs when a server cannot listen on its port.
+_SERVER_FAILED = re.compile(r'E\d{4} .*\] (Failed to add port to server: .*|'
+                            r'UNKNOWN: Could not start gRPC server)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,15 +104,38 @@ class ClusterTask:
     def start_server(self, config=None):
         """Starts and returns this task's tf.distribute.Server (gRPC; it listens on every
         interface at the address's port). config: a ConfigProto for its devices (e.g.
-        device_count), None for the default. UsageError when the port can't be bound."""
+        device_count), None for the default. AddressInUse when another process holds the
+        port; UsageError when the server cannot start for another reason."""
+        port = int(self.address.rpartition(':')[2])
+        error, taken = None, False
+
+        def keep(text):  # What gRPC logs of a taken port, AddressInUse says in its line.
+            return native_stderr.without_lines(_SERVER_FAILED, text) if taken else text
+
+        with native_stderr.filtered(keep):
+            try:
+                return tf.distribute.Server(tf.train.ClusterSpec(self.cluster),
+                                            job_name=self.task_type, task_index=self.task_index,
+                                            config=config, start=True)
+            except tf.errors.UnknownError as e:  # It does not say why.
+                error, taken = e, _port_in_use(port)
+        if taken:
+            raise AddressInUse(f'cannot start the gRPC server of {self.name} at {self.address}: '
+                               f'address in use (another process holds port {port})') from error
+        raise UsageError(f'cannot start the gRPC server of {self.name} at {self.address}: '
+                         f'{error.message}') from error
+
+
+def _port_in_use(port):
+    """Whether another process holds TCP `port` where a gRPC server would listen (every
+    interface)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # As gRPC's listeners.
         try:
-            return tf.distribute.Server(tf.train.ClusterSpec(self.cluster),
-                                        job_name=self.task_type, task_index=self.task_index,
-                                        config=config, start=True)
-        except tf.errors.UnknownError as e:
-            raise UsageError(f'cannot start the gRPC server of {self.task_type}:'
-                             f'{self.task_index} at {self.address} (is the port in use?): '
-                             f'{e.message}') from e
+            probe.bind(('0.0.0.0', port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False
 
 
 def serve(task):

@@ -3,6 +3,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,7 +13,8 @@ import pytest
 from slim_deploy.cluster import launch
 
 # A task: binds its own port from TF_CONFIG (so it must be free and unique; an evaluator,
-# which the cluster does not list, binds none), prints and marks '<type><index>.ready' in
+# which the cluster does not list, binds none; a port another process holds ends it as
+# errors.AddressInUse ends a real task), prints and marks '<type><index>.ready' in
 # OUT_DIR (or, when that mark exists already, '<type><index>.restarted'), and waits for
 # every task of the cluster to be ready (a restarted task: for up to 2 s, every task to be
 # restarted, as in a restart of the whole job). Then it runs the action PLAN (JSON) names for
@@ -22,7 +24,8 @@ from slim_deploy.cluster import launch
 # '<type><index>.<SIGNAME>' and exits. Tasks end after 20 s anyway, so a failing test
 # leaves no process behind.
 TASK = r'''
-import json, os, signal, socket, sys, time
+import errno, json, os, signal, socket, sys, time
+from slim_deploy.common.errors import AddressInUse
 out_dir, plan = sys.argv[1], json.loads(sys.argv[2])
 config = json.loads(os.environ['TF_CONFIG'])
 kind, index = config['task']['type'], config['task']['index']
@@ -50,7 +53,13 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN if action == 'ignore_term' else on_
 if kind in config['cluster']:
     host, port = config['cluster'][kind][index].rsplit(':', 1)
     server = socket.socket()
-    server.bind((host, int(port)))
+    try:
+        server.bind((host, int(port)))
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise
+        print(name, 'address in use')
+        sys.exit(AddressInUse.exit_code)
 print(name, 'ready')
 mark('restarted' if restarted else 'ready')
 ready = [os.path.join(out_dir, f'{task_type}{i}.ready')
@@ -238,6 +247,62 @@ def test_restarts_run_out_and_every_task_stops(capsys, tmp_path):
         'stopped all tasks']
     assert out.count('[worker:1] worker:1 ready') == 3
     assert sorted(marks(tmp_path, 'SIGTERM')) == ['ps0']
+
+
+def holding_ports(monkeypatch, times):
+    """Makes the launcher's cluster_spec hold (as another process would, on every
+    interface) the port it picks for worker:0, the first `times` times it is called; returns
+    the clusters it picks, in order, and the sockets holding ports."""
+    pick, picked, held = launch.cluster_spec, [], []
+
+    def pick_then_take(*args):
+        picked.append(pick(*args))
+        if len(picked) <= times:
+            port = int(picked[-1]['worker'][0].rpartition(':')[2])
+            held.append(socket.create_server(('0.0.0.0', port)))
+        return picked[-1]
+    monkeypatch.setattr(launch, 'cluster_spec', pick_then_take)
+    return picked, held
+
+
+def test_a_port_taken_before_its_task_binds_it_restarts_the_cluster_on_new_ports(
+        capsys, tmp_path, monkeypatch):
+    picked, held = holding_ports(monkeypatch, times=1)
+    try:
+        code, out, err, _ = launch_tasks(capsys, tmp_path,
+                                         ['--num_ps_tasks', '1', '--worker_replicas', '2'])
+    finally:
+        for server in held:
+            server.close()
+    assert code == 0, err
+    first, second = picked
+    assert err == (f'{PROG}: worker:0 could not bind {first["worker"][0]}: address in use; '
+                   f'restarting every task on new ports (retry 1 of {launch.PORT_RETRIES})\n')
+    assert '[worker:0] worker:0 address in use' in out.splitlines()
+    assert first['worker'][0] not in second['ps'] + second['worker']
+    last = {**marks(tmp_path, 'ready'), **marks(tmp_path, 'restarted')}
+    assert sorted(last) == ['ps0', 'worker0', 'worker1']
+    assert {json.dumps(info['tf_config']['cluster']) for info in last.values()} == {
+        json.dumps(second)}
+
+
+def test_ports_taken_every_time_end_the_launch_after_the_retries(capsys, tmp_path,
+                                                                 monkeypatch):
+    picked, held = holding_ports(monkeypatch, times=launch.PORT_RETRIES + 1)
+    try:
+        code, _, err, _ = launch_tasks(capsys, tmp_path,
+                                       ['--num_ps_tasks', '1', '--worker_replicas', '2',
+                                        '--max_restarts', '0'])
+    finally:
+        for server in held:
+            server.close()
+    assert code == 1
+    assert len(picked) == launch.PORT_RETRIES + 1
+    assert err.splitlines() == [
+        *(f'{PROG}: worker:0 could not bind {cluster["worker"][0]}: address in use; restarting '
+          f'every task on new ports (retry {retry} of {launch.PORT_RETRIES})'
+          for retry, cluster in enumerate(picked[:-1], 1)),
+        f'{PROG}: error: failed: worker:0 (exit code 98), address in use; stopped all tasks']
 
 
 def test_evaluator_task_runs_with_tf_config_outside_the_cluster(capsys, tmp_path):
