@@ -14,7 +14,7 @@ from slim_deploy.cluster import tasks
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.cluster.tasks import ClusterTask
 from slim_deploy.common.errors import AddressInUse, UsageError
-from helpers import ENV, REPO, TRAIN, run
+from helpers import REPO
 
 CHIEF = ['chief0:2222']
 WORKERS = ['worker0:2222', 'worker1:2222']
@@ -314,23 +314,6 @@ def test_start_server_on_a_port_in_use_says_address_in_use():
                                  f'address in use (another process holds port {port})')
     assert raised.value.exit_code == 98 and not isinstance(raised.value, UsageError)
     assert isinstance(raised.value.__cause__, tf.errors.UnknownError)
-
-
-@pytest.mark.slow
-def test_a_task_whose_port_is_held_exits_with_address_in_use(tmp_path):
-    """train_image_classifier.py as a ps task, as the launcher starts one."""
-    with socket.socket() as busy:
-        busy.bind(('127.0.0.1', 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        cluster = {'ps': [f'127.0.0.1:{port}'], 'worker': ['127.0.0.1:1']}
-        result = run([*TRAIN, f'--train_dir={tmp_path}'], env={
-            **ENV, 'TF_CONFIG': json.dumps({'cluster': cluster, 'task': {'type': 'ps',
-                                                                       'index': 0}})})
-    assert result.returncode == AddressInUse.exit_code, result.stderr[-3000:]
-    assert result.stderr.strip().splitlines() == [
-        f'train_image_classifier.py: error: cannot start the gRPC server of ps:0 at '
-        f'127.0.0.1:{port}: address in use (another process holds port {port})']
 
 
 # serve, in its own process so its signal handlers and server don't outlive the test.
