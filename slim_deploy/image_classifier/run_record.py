@@ -91,8 +91,7 @@ def with_run_defaults(checkpoint_path, given, defaults):
 
     Raises UsageError when a given flag contradicts the model the run trained: another
     model_name, or a dataset_name/labels_offset/use_grayscale giving the network another
-    number of classes or input channels; or when the run's dataset_dir, not given, is gone
-    (the dataset moved with the run, or the run to another machine).
+    number of classes or input channels.
     """
     found = find(checkpoint_path)
     if found is None:
@@ -100,10 +99,6 @@ def with_run_defaults(checkpoint_path, given, defaults):
     path, record = found
     recorded = record.get('flags', {})
     values = {**run_defaults(recorded, defaults), **given}
-    dataset_dir = values.get('dataset_dir')
-    if 'dataset_dir' not in given and dataset_dir and not os.path.isdir(dataset_dir):
-        raise UsageError(f'--dataset_dir {dataset_dir!r}, the one recorded in {path}, does '
-                         'not exist here: pass --dataset_dir')
     if values.get('model_name') != recorded.get('model_name'):
         raise UsageError(f'--model_name={values["model_name"]} contradicts the run recorded in '
                          f'{path}, which trained {recorded.get("model_name")}; leave '
