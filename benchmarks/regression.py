@@ -2,8 +2,9 @@
 commit's, measured on this machine in one run.
 
     python -m benchmarks.regression [--base main] [--pairs 3] [--model_name cifarnet]
-        [--batch_size 64] [--steps 20] [--rounds 3] [--network 1gbit] [--tolerance 0.05]
-        [--json]
+        [--batch_size 64] [--steps 20] [--rounds 3]
+        [--variable_update parameter_server,replicated,collective] [--network 1gbit]
+        [--tolerance 0.05] [--json]
 
 The base commit is checked out into a temporary git worktree (removed at the end); the head is
 the checkout this runs from, uncommitted changes included. Each pair runs the same benchmark
@@ -13,7 +14,7 @@ alternates from pair to pair so that neither always runs first):
   python -m benchmarks.throughput --variable_update parameter_server,replicated,collective
       --compare_mirrored ...: one process (parameter_server and replicated against
       MirroredStrategy) and collective workers on loopback (against
-      MultiWorkerMirroredStrategy);
+      MultiWorkerMirroredStrategy), or the --variable_update listed;
   with --network BANDWIDTH (root), python -m benchmarks.network --link_bandwidth BANDWIDTH:
       asynchronous and synchronous ps workers and collective workers on emulated hosts, each
       against MultiWorkerMirroredStrategy.
@@ -40,14 +41,15 @@ from benchmarks import harness
 
 PROG = f'python -m {__spec__.name}'
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VARIABLE_UPDATES = ('parameter_server', 'replicated', 'collective')
 
 
 def benchmark_commands(args):
     """The benchmark command lines each pair runs (module and options), from `args`."""
     throughput = ['benchmarks.throughput', '--model_name', args.model_name, '--batch_size',
-                  str(args.batch_size), '--variable_update',
-                  'parameter_server,replicated,collective', '--compare_mirrored', '--steps',
-                  str(args.steps), '--rounds', str(args.rounds)]
+                  str(args.batch_size), '--variable_update', ','.join(args.variable_update),
+                  '--compare_mirrored', '--steps', str(args.steps), '--rounds',
+                  str(args.rounds)]
     commands = [throughput]
     if args.network:
         commands.append(['benchmarks.network', '--model_name', args.model_name,
@@ -156,6 +158,9 @@ def main():
     parser.add_argument('--batch_size', type=harness.at_least(1), default=64)
     parser.add_argument('--steps', type=harness.at_least(1), default=20)
     parser.add_argument('--rounds', type=harness.at_least(1), default=3)
+    parser.add_argument('--variable_update', type=harness.names_in(VARIABLE_UPDATES),
+                        default=list(VARIABLE_UPDATES),
+                        help='the deploy() setups of the throughput benchmark (all three)')
     parser.add_argument('--network', metavar='BANDWIDTH',
                         help='also run benchmarks.network at this link bandwidth (root)')
     parser.add_argument('--tolerance', type=float, default=0.05,
