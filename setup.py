@@ -7,7 +7,7 @@ from setuptools.command.build_py import build_py
 # slim_deploy's entry-script modules, each also installed as a console command of the
 # same name (a checkout's NAME.py at the top runs one too).
 ENTRY_SCRIPTS = ['train_image_classifier', 'eval_image_classifier', 'export_inference_graph',
-                 'download_and_convert_data', 'check_equivalence']
+                 'download_and_convert_data', 'check_equivalence', 'plan_cluster']
 # Everything installs under slim_deploy/ (tests/, benchmarks/, examples/, ... do not),
 # and PTH_FILE beside it: site runs its line at interpreter start, importing slim_deploy,
 # whose aliases give TF-Slim's import paths (from nets import nets_factory) without

@@ -434,10 +434,11 @@ def ps_advice_text(traffic):
             f"link within a worker's ({human_bytes(advice.worker_bytes)})")
 
 
-def _spread(groups, tasks, workers, synchronous):
-    """The Link.bytes of the busiest of `tasks` ps tasks when `groups` are spread, in order,
-    each onto the task carrying the fewest bytes so far, and each of `workers` workers steps
-    once (in lockstep if `synchronous`)."""
+def spread_links(groups, tasks, workers, synchronous):
+    """The Links of `tasks` ps tasks ('ps task 0', ...) when PsGroups `groups` are spread, in
+    order, each onto the task carrying the fewest bytes so far (ps_strategy='bytes' when
+    `groups` come largest first), and each of `workers` workers steps once (in lockstep if
+    `synchronous`)."""
     loads = [0] * tasks
     received = [{} for _ in range(tasks)]
     sent = [{} for _ in range(tasks)]
@@ -446,8 +447,13 @@ def _spread(groups, tasks, workers, synchronous):
         loads[task] += group.bytes
         received[task].update((name, rest) for name, *rest in group.received)
         sent[task].update((name, rest) for name, *rest in group.sent)
-    return max(_ps_link('', ins.values(), outs.values(), workers, synchronous).bytes
-               for ins, outs in zip(received, sent))
+    return tuple(_ps_link(f'ps task {task}', ins.values(), outs.values(), workers, synchronous)
+                 for task, (ins, outs) in enumerate(zip(received, sent)))
+
+
+def _spread(groups, tasks, workers, synchronous):
+    """The Link.bytes of the busiest of spread_links(groups, tasks, workers, synchronous)."""
+    return max(link.bytes for link in spread_links(groups, tasks, workers, synchronous))
 
 
 def _worker_link(ins, outs, ring):

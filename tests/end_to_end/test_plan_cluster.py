@@ -1,0 +1,110 @@
+"""plan_cluster as a user runs it: its predictions for a given compute and for one it times on
+this machine, the traffic it reads from the graphs deploy() builds, and its one-line
+mistakes."""
+import re
+
+import pytest
+
+from helpers import run_script
+
+pytestmark = pytest.mark.slow
+
+# LeNet on 3-channel 28 x 28 images, 10 classes: its variables' bytes (float32), every one
+# read and sent once per step by a ps worker and all-reduced once by a collective one.
+LENET_BYTES = 4 * (5 * 5 * 3 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 7 * 7 * 64 * 1024 + 1024 +
+                   1024 * 10 + 10)  # 13,104,936: 13.1 MB.
+ROW = re.compile(r'^(\d+) +(ps, asynchronous|ps, synchronous|collective) +(\d+|-) +([\d.]+) +'
+                 r'([\d,]+) +([\d.]+) +([\d.]+|-) +(.+?)(  <- recommended)?$', re.MULTILINE)
+
+
+def rows(stdout):
+    """{(workers, mode): (ps tasks, sec/step, scaling, busiest link, recommended)} of the
+    table rows in `stdout`."""
+    return {(int(workers), mode): (tasks, float(seconds), float(scaling), busiest, bool(mark))
+            for workers, mode, tasks, seconds, _, scaling, _, busiest, mark
+            in ROW.findall(stdout)}
+
+
+def test_a_given_compute_is_planned_for_each_size_link_and_mode():
+    result = run_script('plan_cluster.py', '--model_name=lenet', '--compute_secs=0.04',
+                        '--worker_replicas=1,8', '--link_gbps=1,10', '--num_ps_tasks=2')
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:4] == [
+        'Predictions on paper, not measurements (latency and overheads not counted)',
+        'model    lenet, 10 classes, 32 examples per clone, 1 clone per worker',
+        'compute  40.0 ms per worker step: given (--compute_secs), the forward pass 0.333 of '
+        'it (--forward_fraction)',
+        'traffic  ps: each worker receives 13.1 MB and sends 13.1 MB per step, in then out (8 '
+        'variables with their ops); collective: 13.1 MB all-reduced per step in 3 all-reduces']
+    tables = result.stdout.split('\nOn links of ')[1:]
+    assert [table.splitlines()[0] for table in tables] == [
+        '1 Gbit/s (125 MB/s) each way:', '10 Gbit/s (1250 MB/s) each way:']
+    for table in tables:
+        found = rows(table)
+        assert set(found) == {(1, 'ps, asynchronous'), (1, 'collective'),
+                              (8, 'ps, asynchronous'), (8, 'ps, synchronous'), (8, 'collective')}
+        assert {tasks for tasks, *_ in found.values()} == {'2', '-'}
+        assert [key[0] for key, (*_, mark) in found.items() if mark] == [1, 8]
+    # One worker alone: collective trains locally, at the compute's 40 ms.
+    assert rows(tables[0])[1, 'collective'][1:4] == (
+        0.04, 1.0, 'none: nothing crosses the network')
+    # 8 collective workers at 1 Gbit/s: the forward pass (13.3 ms), then the ring's
+    # 2 x 7/8 x 13.1 MB each way, 183.5 ms.
+    ring = 2 * 7 * LENET_BYTES // 8
+    assert rows(tables[0])[8, 'collective'][1] == pytest.approx(0.04 / 3 + ring * 8 / 1e9,
+                                                               abs=5e-4)
+
+
+def test_the_done_case_resnet_v1_50_on_256_workers_at_10_gbits():
+    """The command the docs lead with, with the compute given (timing ResNet-50 takes a
+    minute): collective is recommended, its ring's 2 x 255/256 of the gradients each way."""
+    result = run_script('plan_cluster.py', '--model_name=resnet_v1_50', '--worker_replicas=256',
+                        '--link_gbps=10', '--compute_secs=0.3', timeout=600)
+    assert result.returncode == 0, result.stderr
+    found = rows(result.stdout)
+    assert set(found) == {(256, 'ps, asynchronous'), (256, 'ps, synchronous'),
+                          (256, 'collective')}
+    assert found[256, 'collective'][4] and found[256, 'collective'][3].startswith(
+        'each worker: ')
+    assert 'model    resnet_v1_50, 1001 classes,' in result.stdout
+
+
+def test_the_compute_is_timed_here_unless_given():
+    result = run_script('plan_cluster.py', '--model_name=lenet', '--worker_replicas=4',
+                        '--measure_steps=2', '--straggler=2', '--backup_workers=1')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith('Timing 2 training steps of lenet on this machine ...\n')
+    assert re.search(r'^compute  \S+ m?s per worker step: measured on this machine \(median of '
+                     r'2 steps\), the forward pass \S+ m?s$', result.stdout, re.MULTILINE)
+    assert ('model    lenet, 10 classes, 32 examples per clone, 1 clone per worker, one worker '
+            '2 times slower, 1 backup workers') in result.stdout
+    assert set(rows(result.stdout)) == {(4, 'ps, asynchronous'), (4, 'ps, synchronous'),
+                                        (4, 'collective')}
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--worker_replicas=0'], "--worker_replicas takes whole numbers >= 1, comma-separated; "
+                              "got '0'"),
+    (['--worker_replicas=8,many'], "--worker_replicas takes whole numbers >= 1, "
+                                   "comma-separated; got 'many'"),
+    (['--link_gbps=0'], "--link_gbps takes numbers > 0 (Gbit/s), comma-separated; got '0'"),
+    (['--num_ps_tasks=some'], "--num_ps_tasks takes a number >= 1 or 'choose', got 'some'"),
+    (['--model_name=resnet'], "unknown --model_name 'resnet'; valid: alexnet_v2, cifarnet,"),
+    (['--model_name=i3d'], "--model_name 'i3d' takes videos"),
+    (['--gradient_compression=int8'], 'flag --gradient_compression=int8: value should be one '
+                                      'of <bfloat16|float16|none>'),
+    (['--straggler=0.5'], 'flag --straggler=0.5: 0.5 is not number >= 1'),
+    (['--forward_fraction=0.3'], '--forward_fraction needs --compute_secs'),
+    (['--compute_secs=1', '--forward_fraction=1'], '--forward_fraction must be in [0, 1), '
+                                                   'got 1.0'),
+    (['--compute_secs=0'], '--compute_secs must be > 0, got 0.0'),
+    (['--backup_workers=2', '--worker_replicas=1,2'],
+     '--backup_workers=2 leaves no gradient to aggregate with --worker_replicas=2'),
+])
+def test_a_mistake_is_one_line_naming_the_flag(args, message):
+    result = run_script('plan_cluster.py', *args)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f'plan_cluster.py: error: {message}'), result.stderr
+    assert result.stderr.count('\n') == 1 and 'Traceback' not in result.stderr
+    assert result.stdout == ''
