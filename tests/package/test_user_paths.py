@@ -17,7 +17,8 @@ from helpers import REPO, run
 
 BIN = os.path.dirname(sys.executable)  # Where pip installed the console commands.
 CONSOLE_COMMANDS = {'train_image_classifier', 'eval_image_classifier', 'export_inference_graph',
-                    'download_and_convert_data', 'check_equivalence', 'launch_cluster'}
+                    'download_and_convert_data', 'check_equivalence', 'plan_cluster',
+                    'launch_cluster'}
 # `python -m MODULE ARGS` as users run them (the manual, slim's own docs), former names too.
 MODULE_COMMANDS = [
     ['deployment.launch', '--help'],
