@@ -57,8 +57,7 @@ import tempfile
 import time
 
 from benchmarks import harness
-from benchmarks.faults import (PARTITION, Injector, kill_plan, kill_window, plan_list,
-                               signal_list)
+from benchmarks.faults import PARTITION, Injector, kill_plan, kill_window, plan_list, signal_list
 from benchmarks.harness import at_least
 
 PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.

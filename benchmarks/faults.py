@@ -13,8 +13,8 @@ import re
 import signal
 import time
 
-from slim_deploy.cluster import launch
 from benchmarks.harness import BenchmarkError
+from slim_deploy.cluster import launch
 
 SIGNALS = {'SIGKILL': signal.SIGKILL, 'SIGTERM': signal.SIGTERM}
 PARTITION = 'PARTITION'  # The fault that cuts a task's host off, in --plan and the summary.

@@ -15,16 +15,14 @@ import tempfile
 import time
 
 import numpy as np
-
-# deployment first: importing it repairs tf-slim, which the modules below use.
-from slim_deploy.deployment import model_deploy
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.datasets import dataset_factory, dataset_utils
-from slim_deploy.image_classifier import builders, config
-from slim_deploy.training import loop, optimization
 from benchmarks import harness
 from benchmarks.harness import at_least
+from slim_deploy.datasets import dataset_factory, dataset_utils
+from slim_deploy.deployment import model_deploy
+from slim_deploy.image_classifier import builders, config
+from slim_deploy.training import loop, optimization
 
 PROG = f'python -m {__spec__.name}'  # Its usage's program name.
 

@@ -77,12 +77,11 @@ import tempfile  # noqa: E402
 
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-# deployment first: importing it repairs tf-slim, which nets imports.
+from benchmarks import harness, trainers  # noqa: E402
+from benchmarks.harness import at_least, names_in  # noqa: E402
 from slim_deploy.cluster import emulated_hosts, launch  # noqa: E402
 from slim_deploy.deployment import compression, network_traffic, precision  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
-from benchmarks import harness, trainers  # noqa: E402
-from benchmarks.harness import at_least, names_in  # noqa: E402
 
 PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 

@@ -85,14 +85,14 @@ import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 from tensorflow.lite.tools import flatbuffer_utils  # noqa: E402
 
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import at_least, names_in  # noqa: E402
 from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.datasets import digits  # noqa: E402
 from slim_deploy.deployment import tflite  # noqa: E402
 from slim_deploy.image_classifier import evaluate, export, run_record, train  # noqa: E402
 from slim_deploy.image_classifier.config import TrainConfig  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import at_least, names_in  # noqa: E402
 
 PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 

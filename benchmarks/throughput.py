@@ -63,13 +63,12 @@ import tempfile  # noqa: E402
 
 import tensorflow.compat.v1 as tf  # noqa: E402
 
-# deployment first: importing it repairs tf-slim, which nets imports.
-from slim_deploy.cluster import launch  # noqa: E402
-from slim_deploy.deployment import precision  # noqa: E402
-from slim_deploy.nets import nets_factory  # noqa: E402
 from benchmarks import harness, trainers  # noqa: E402
 from benchmarks.harness import at_least, names_in  # noqa: E402
 from benchmarks.trainers import VARIABLE_UPDATES  # noqa: E402
+from slim_deploy.cluster import launch  # noqa: E402
+from slim_deploy.deployment import precision  # noqa: E402
+from slim_deploy.nets import nets_factory  # noqa: E402
 
 PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 

@@ -41,13 +41,12 @@ import time
 
 import tensorflow.compat.v1 as tf
 
-# deployment first: importing it repairs tf-slim, which nets imports.
+from benchmarks import harness
 from slim_deploy.cluster.tasks import ClusterTask
 from slim_deploy.deployment import model_deploy, network_traffic, precision
 from slim_deploy.image_classifier import builders, config
 from slim_deploy.nets import nets_factory
 from slim_deploy.training import loop
-from benchmarks import harness
 
 NUM_CLASSES = 10  # Of the synthetic data.
 WEIGHT_DECAY = 4e-5

@@ -10,14 +10,13 @@ updates run as slim's do: clone 0's, each step).
 """
 import argparse
 
+from deploy_two_clones import synthetic_dataset  # examples/deploy_two_clones.py
 import numpy as np
-
-import slim_deploy.deployment  # noqa: F401  (first: makes tf.keras tf-keras, which TF1 graphs need)
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
+import slim_deploy.deployment  # noqa: F401  (first: makes tf.keras tf-keras, which TF1 graphs need)
 from slim_deploy.deployment import model_deploy
-from deploy_two_clones import synthetic_dataset  # examples/deploy_two_clones.py
 
 keras = tf2.keras
 

@@ -9,11 +9,10 @@ and the clones' gradients are summed into one update of the shared variables.
 import argparse
 
 import numpy as np
-
-import slim_deploy.deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.deployment  # noqa: F401  (repairs tf-slim; must precede tf_slim use)
 from slim_deploy.deployment import model_deploy
 
 

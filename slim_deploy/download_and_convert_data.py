@@ -33,10 +33,12 @@ import os  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from slim_deploy.datasets import (  # noqa: E402  (they define slim's --coco_* flags)
-    dataset_factory, download_and_convert_visualwakewords,
-    download_and_convert_visualwakewords_lib)
 from slim_deploy.common.errors import UsageError  # noqa: E402
+from slim_deploy.datasets import (  # noqa: E402  (they define slim's --coco_* flags)
+    dataset_factory,
+    download_and_convert_visualwakewords,
+    download_and_convert_visualwakewords_lib,
+)
 from slim_deploy.image_classifier import cli  # noqa: E402
 
 FLAGS = flags.FLAGS

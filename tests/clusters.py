@@ -9,6 +9,7 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.cluster import launch
 from slim_deploy.nets import nets_factory
+
 from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
 
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.

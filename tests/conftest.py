@@ -5,10 +5,10 @@ import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-import slim_deploy.deployment  # noqa: E402,F401  (repairs tf-slim for the installed TensorFlow)
 import tensorflow.compat.v1 as tf  # noqa: E402
 
 from slim_deploy.datasets import digits  # noqa: E402
+import slim_deploy.deployment  # noqa: E402,F401  (repairs tf-slim for the installed TensorFlow)
 
 
 @pytest.fixture(scope='session')

@@ -17,8 +17,15 @@ import tarfile
 import numpy as np
 import tensorflow as tf
 
-from slim_deploy.datasets import (cifar10, conversion, dataset_factory, flowers, imagenet,
-                                  mnist, visualwakewords)
+from slim_deploy.datasets import (
+    cifar10,
+    conversion,
+    dataset_factory,
+    flowers,
+    imagenet,
+    mnist,
+    visualwakewords,
+)
 
 CIFAR_NAMES = [b'airplane', b'automobile', b'bird', b'cat', b'deer', b'dog', b'frog',
                b'horse', b'ship', b'truck']

@@ -9,7 +9,6 @@ import tempfile
 
 from slim_deploy.common.errors import StorageError, UsageError
 
-
 _TEMPORARY_MARK = '.tmp-'
 
 

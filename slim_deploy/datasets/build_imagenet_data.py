@@ -16,10 +16,10 @@ the records the imagenet module's docstring lists; labels are 1..1000 in the ord
 marking a complete conversion, so a rerun completes an interrupted one), and --num_threads
 (threads writing whole shards) need not divide the shard counts.
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
-import tensorflow.compat.v1 as tf
 from absl import app, flags
+import tensorflow.compat.v1 as tf
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.datasets import conversion, imagenet
 
 flags.DEFINE_string('train_directory', '/tmp/', 'Training data directory: <synset>/*.JPEG.')

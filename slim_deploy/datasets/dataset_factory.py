@@ -18,8 +18,15 @@ import os
 from slim_deploy.common import fileio
 from slim_deploy.common.errors import UsageError
 from slim_deploy.common.registry import Registry
-from slim_deploy.datasets import (cifar10, conversion, digits, flowers, imagenet, mnist,
-                                  visualwakewords)
+from slim_deploy.datasets import (
+    cifar10,
+    conversion,
+    digits,
+    flowers,
+    imagenet,
+    mnist,
+    visualwakewords,
+)
 
 # slim's map of dataset names to their modules, plus the toolkit's embedded 'digits'.
 datasets_map = {module.DATASET_INFO.name: module

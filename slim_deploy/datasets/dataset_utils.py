@@ -8,6 +8,7 @@ Every file is written atomically: to '<name>.tmp-<pid>' first, then renamed, so 
 that exists under its final name is complete. A failed download raises DownloadError, one
 line naming the URL.
 """
+from collections.abc import Callable
 import contextlib
 import dataclasses
 import glob
@@ -22,11 +23,10 @@ import time
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Callable
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
-from absl import logging
 
 import slim_deploy.common  # noqa: F401  (repairs tf-slim's decoder for this TensorFlow)
 from slim_deploy.common import fileio

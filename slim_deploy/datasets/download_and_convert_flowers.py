@@ -3,9 +3,9 @@ dataset_dir, converts it into 5 train and 5 validation shards and labels.txt (wh
 flowers.get_split reads) and removes the download, as slim's script does; the work is the
 toolkit's converter's (flowers.convert: atomic, resumable, parallel). ImageReader is slim's
 JPEG-decoding helper."""
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.datasets import dataset_factory, flowers
 
 

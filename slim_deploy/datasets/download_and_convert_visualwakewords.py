@@ -9,8 +9,11 @@ Defines slim's flag --coco_dirname.
 """
 from absl import flags
 
-from slim_deploy.datasets import (dataset_factory, download_and_convert_visualwakewords_lib,
-                                  visualwakewords)
+from slim_deploy.datasets import (
+    dataset_factory,
+    download_and_convert_visualwakewords_lib,
+    visualwakewords,
+)
 
 flags.DEFINE_string('coco_dirname', visualwakewords.COCO_DIRNAME,
                     'The directory inside the Visual Wake Words dataset directory that COCO '

@@ -42,9 +42,17 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import UsageError, check_int
 from slim_deploy.common.registry import Registry
-from slim_deploy.deployment import (accumulation, all_reduce, compression, network_traffic,
-                                    ordered_sync, quantize, replicas, sync_batch_norm,
-                                    variable_sharing)
+from slim_deploy.deployment import (
+    accumulation,
+    all_reduce,
+    compression,
+    network_traffic,
+    ordered_sync,
+    quantize,
+    replicas,
+    sync_batch_norm,
+    variable_sharing,
+)
 from slim_deploy.deployment import precision as precision_lib
 
 __all__ = [

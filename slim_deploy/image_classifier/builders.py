@@ -1,8 +1,8 @@
 """What a run's config names, built: its dataset split, network and preprocessing, the
 DeploymentConfig and session set-up of its clones, and its checkpoint restored. Training,
 evaluation, export and the benchmarks build them here, the same way."""
-import dataclasses
 from collections.abc import Callable
+import dataclasses
 
 from absl import logging
 import tensorflow.compat.v1 as tf

@@ -10,8 +10,13 @@ import threading
 from absl import app, flags
 
 from slim_deploy.common import fileio
-from slim_deploy.common.errors import (ClusterError, DataError, Interrupted, StorageError,
-                                       UsageError)
+from slim_deploy.common.errors import (
+    ClusterError,
+    DataError,
+    Interrupted,
+    StorageError,
+    UsageError,
+)
 from slim_deploy.image_classifier import verbosity
 
 

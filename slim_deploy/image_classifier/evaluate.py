@@ -16,8 +16,8 @@ from slim_deploy.common import fileio
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_factory, pipeline
 from slim_deploy.deployment import model_deploy, quantize, tflite
-from slim_deploy.image_classifier import config as run_config
 from slim_deploy.image_classifier import builders, run_record
+from slim_deploy.image_classifier import config as run_config
 from slim_deploy.training import checkpoints
 
 METRICS_FILENAME = 'metrics.json'

@@ -21,8 +21,8 @@ from slim_deploy.common import fileio
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import pipeline
 from slim_deploy.deployment import quantize, tflite
-from slim_deploy.image_classifier import config as run_config
 from slim_deploy.image_classifier import builders
+from slim_deploy.image_classifier import config as run_config
 from slim_deploy.nets import nets_factory
 from slim_deploy.training import checkpoints
 

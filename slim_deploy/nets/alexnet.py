@@ -6,13 +6,17 @@ no local response normalization. Variable names and shapes match TF-Slim's
 ('alexnet_v2/conv1/weights' [11, 11, 3, 64], 'alexnet_v2/fc6/weights' [5, 5, 256, 4096]).
 Built by `fully_convolutional.fully_convolutional_net`, as OverFeat and VGG are.
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.nets.fully_convolutional import (FC_DEPTH, Layer, alexnet_fc_initializers,
-                                                  fully_convolutional_arg_scope,
-                                                  fully_convolutional_net)
-from slim_deploy.nets.fully_convolutional import trunc_normal  # noqa: F401  (slim's has it)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
+from slim_deploy.nets.fully_convolutional import (
+    FC_DEPTH,
+    Layer,
+    alexnet_fc_initializers,
+    fully_convolutional_arg_scope,
+    fully_convolutional_net,
+    trunc_normal,  # noqa: F401  (slim's has it)
+)
 
 # A 224x224 input leaves pool5 a 5x5x256 map: fc6 covers it.
 TRUNK = (Layer('conv1', 64, 11, 4, 'VALID'), Layer('pool1', None, 3, 2),

@@ -4,10 +4,10 @@ Designed for 32x32 inputs (CIFAR-10); the variable names and shapes match TF-Sli
 ('CifarNet/conv1/weights', 'CifarNet/logits/weights'), so its checkpoints load. As in
 TF-Slim, both poolings are 2x2 with stride 2: a 32x32 input gives fc3 8 * 8 * 64 inputs.
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets.fully_convolutional import trunc_normal
 
 

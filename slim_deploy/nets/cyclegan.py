@@ -8,10 +8,10 @@ and '.../Conv_1/...', 'decoder/decoder1/upconv/...', 'decoder/decoder2/upconv/..
 'output/Conv/...'.
 """
 import numpy as np
-
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 _UPSAMPLE_METHODS = ('nn_upsample_conv', 'bilinear_upsample_conv', 'conv2d_transpose')
 

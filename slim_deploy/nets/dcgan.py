@@ -9,9 +9,10 @@ names: 'Discriminator/conv1/weights' ... 'Discriminator/Conv/weights' (the logit
 """
 import math
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 
 def _is_power_of_2(size):

@@ -4,9 +4,10 @@ convolutions, so that the nets also run fully convolutionally on larger inputs.
 """
 import collections
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 # A convolution of `depth` (None: a max pooling) with a square kernel of side `kernel`, in
 # variable scope `scope`. stride and padding None: the arg_scope's (or slim's default).

@@ -3,9 +3,9 @@ Inception v1 inflated to 3-D, built as S3D-G (slim_deploy/nets/s3dg.py) without 
 Conv2d_1a_7x7 spans 7 frames and the 3x3 convolutions from Conv2d_2c_3x3 on span 3
 (full 3x3x3 kernels in i3d_arg_scope, separable with separable_conv3d).
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import i3d_utils, s3dg
 
 # TF-Slim's module-level aliases.

@@ -6,10 +6,10 @@ Videos are 5-D: [batch, frames, height, width, channels] ('NDHWC') or [batch, ch
 frames, height, width] ('NCDHW'); kernels and strides are [time, height, width].
 """
 import numpy as np
-
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 # TF-Slim's module-level aliases.
 add_arg_scope = slim.add_arg_scope

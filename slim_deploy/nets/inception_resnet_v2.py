@@ -8,10 +8,10 @@ depth (1x1 with biases, no batch normalization), scales them and adds them to it
 Variable names and shapes match TF-Slim's ImageNet checkpoint (1001 classes), e.g.
 'InceptionResnetV2/Repeat/block35_1/Branch_0/Conv2d_1x1/weights' [1, 1, 320, 32].
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import inception_utils
 from slim_deploy.nets.inception_utils import VALID, Layer, pool
 

@@ -10,9 +10,10 @@ tables and builds it with `build_stages`, up to any end point.
 """
 import collections
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 VALID = 'VALID'
 

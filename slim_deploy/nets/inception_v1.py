@@ -5,10 +5,10 @@ A root block of convolutions and max-poolings, then nine mixed blocks (1x1; 1x1 
 under inception_v1_arg_scope. Variable names and shapes match TF-Slim's ImageNet checkpoint
 (1001 classes), e.g. 'InceptionV1/Mixed_4b/Branch_1/Conv2d_0b_3x3/weights' [3, 3, 96, 208].
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import inception_utils
 from slim_deploy.nets.inception_utils import Layer, pool, trunc_normal
 

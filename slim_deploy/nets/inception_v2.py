@@ -8,10 +8,10 @@ TF-Slim's ImageNet checkpoint (1001 classes), e.g.
 'InceptionV2/Conv2d_1a_7x7/depthwise_weights' [7, 7, 3, 8] and
 'InceptionV2/Mixed_4a/Branch_0/Conv2d_1a_3x3/weights' [3, 3, 128, 160].
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import inception_utils
 from slim_deploy.nets.inception_utils import Layer, pool, trunc_normal
 

@@ -7,10 +7,10 @@ classifier. Variable names and shapes match TF-Slim's ImageNet checkpoint (1001 
 e.g. 'InceptionV3/Mixed_6b/Branch_1/Conv2d_0b_1x7/weights' [1, 7, 128, 128], including
 its irregular names ('Mixed_6a/Branch_0/Conv2d_1a_1x1' is 3x3).
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import inception_utils
 from slim_deploy.nets.inception_utils import VALID, Layer, pool, trunc_normal
 

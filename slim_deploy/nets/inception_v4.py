@@ -5,10 +5,10 @@ Reduction-B and 3 Inception-C blocks, an auxiliary classifier on Mixed_6h and th
 classifier. Variable names and shapes match TF-Slim's ImageNet checkpoint (1001 classes),
 e.g. 'InceptionV4/Mixed_6a/Branch_0/Conv2d_1a_3x3/weights' [3, 3, 384, 384].
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import inception_utils
 from slim_deploy.nets.inception_utils import VALID, Layer, pool
 

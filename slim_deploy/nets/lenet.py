@@ -2,9 +2,10 @@
 
 Designed for 28x28 inputs (MNIST); the variable names match TF-Slim's ('LeNet/conv1/weights').
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 
 def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,

@@ -9,10 +9,10 @@ mobilenet_v1_075/_050/_025 fix it at 0.75/0.5/0.25.
 """
 import collections
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets.mobilenet import conv_blocks, mobilenet
 
 # A layer of conv_defs: a regular convolution, or a depthwise separable one (a depthwise

@@ -11,12 +11,24 @@ import dataclasses
 import functools
 from typing import Callable
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.common.registry import Registry
-from slim_deploy.nets import (alexnet, cifarnet, i3d, inception, keras_applications, lenet,
-                              mobilenet_v1, overfeat, resnet_v1, resnet_v2, s3dg, vgg)
+from slim_deploy.nets import (
+    alexnet,
+    cifarnet,
+    i3d,
+    inception,
+    keras_applications,
+    lenet,
+    mobilenet_v1,
+    overfeat,
+    resnet_v1,
+    resnet_v2,
+    s3dg,
+    vgg,
+)
 from slim_deploy.nets.mobilenet import mobilenet_v2, mobilenet_v3
 from slim_deploy.nets.nasnet import nasnet, pnasnet
 

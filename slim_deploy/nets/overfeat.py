@@ -6,13 +6,16 @@ Variable names and shapes match TF-Slim's ('overfeat/conv1/weights' [11, 11, 3, 
 'overfeat/fc6/weights' [6, 6, 1024, 3072]). Built by
 `fully_convolutional.fully_convolutional_net`.
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.nets.fully_convolutional import (Layer, alexnet_fc_initializers,
-                                                  fully_convolutional_arg_scope,
-                                                  fully_convolutional_net)
-from slim_deploy.nets.fully_convolutional import trunc_normal  # noqa: F401  (slim's has it)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
+from slim_deploy.nets.fully_convolutional import (
+    Layer,
+    alexnet_fc_initializers,
+    fully_convolutional_arg_scope,
+    fully_convolutional_net,
+    trunc_normal,  # noqa: F401  (slim's has it)
+)
 
 # The poolings are 2x2 with slim's default stride, 2. A 231x231 input leaves pool5 a
 # 6x6x1024 map: fc6 covers it.
@@ -36,8 +39,8 @@ def overfeat(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
       [batch, 1, 1, num_classes] (named 'overfeat/fc8/squeezed').
     global_pool: average fc7's output over its height and width before the logits, so that
       any input size gives 1x1 logits.
-    Returns (net, end_points) as `fully_convolutional.fully_convolutional_net` does; end_points keys
-    are full scope names ('overfeat/conv1' ... 'overfeat/pool5', 'overfeat/fc6',
+    Returns (net, end_points) as `fully_convolutional.fully_convolutional_net` does;
+    end_points keys are full scope names ('overfeat/conv1' ... 'overfeat/pool5', 'overfeat/fc6',
     'overfeat/fc7', 'overfeat/fc8'), plus 'global_pool'.
     """
     return fully_convolutional_net(

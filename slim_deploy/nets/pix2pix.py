@@ -8,9 +8,10 @@ wrap them in a tf.variable_scope.
 """
 import collections
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 _UPSAMPLE_METHODS = ('nn_upsample_conv', 'conv2d_transpose')
 

@@ -8,9 +8,10 @@ scopes ('<net>/block1/unit_1/bottleneck_v1/conv1/weights'), so its checkpoints r
 """
 import collections
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 # Units per block of the ImageNet ResNets of each depth; every net has four blocks whose
 # bottleneck depths are BASE_DEPTHS (outputs four times as deep) and whose last units

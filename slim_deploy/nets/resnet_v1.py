@@ -16,10 +16,10 @@ dense prediction (inputs of 32k + 1 pixels align the features' corners with the 
 """
 import contextlib
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import resnet_utils
 
 resnet_arg_scope = resnet_utils.resnet_arg_scope

@@ -14,10 +14,10 @@ dense prediction (inputs of 32k + 1 pixels align the features' corners with the 
         net, end_points = resnet_v2.resnet_v2_101(images, 21, is_training=False,
                                                   global_pool=False, output_stride=16)
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import resnet_utils
 
 resnet_arg_scope = resnet_utils.resnet_arg_scope

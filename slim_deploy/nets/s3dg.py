@@ -9,10 +9,10 @@ separable convolution's temporal half '.../Conv2d_0b_3x3/temporal/weights', a ga
 Conv2d_1a_7x7 strides 2 in time and space; MaxPool_4a_3x3 and MaxPool_5a_2x2 halve time
 again: 64 frames of 224x224 give Mixed_5c [batch, 8, 7, 7, 1024].
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets import i3d_utils
 
 # TF-Slim's module-level aliases.

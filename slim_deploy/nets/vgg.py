@@ -8,11 +8,15 @@ Variable names and shapes match TF-Slim's ImageNet checkpoints, e.g.
 'vgg_16/conv1/conv1_1/weights' [3, 3, 3, 64], 'vgg_16/fc6/weights' [7, 7, 512, 4096].
 Built by `fully_convolutional.fully_convolutional_net`.
 """
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.nets.fully_convolutional import (FC_DEPTH, Layer, fully_convolutional_arg_scope,
-                                                  fully_convolutional_net)
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
+from slim_deploy.nets.fully_convolutional import (
+    FC_DEPTH,
+    Layer,
+    fully_convolutional_arg_scope,
+    fully_convolutional_net,
+)
 
 BLOCK_DEPTHS = (64, 128, 256, 512, 512)  # A 224x224 input leaves pool5 7x7x512.
 
@@ -48,9 +52,9 @@ def _vgg(name, convs_per_block, description):
       (side / 32 - 6) square, 'SAME' (side / 32) square, for fully convolutional use.
     global_pool: average fc7's output over its height and width before the logits, so that
       any input size gives 1x1 logits.
-    Returns (net, end_points) as `fully_convolutional.fully_convolutional_net` does; end_points keys
-    are full scope names ('{name}/conv1/conv1_1', '{name}/pool1', ..., '{name}/fc6',
-    '{name}/fc7', '{name}/fc8'), plus 'global_pool'.
+    Returns (net, end_points) as `fully_convolutional.fully_convolutional_net` does;
+    end_points keys are full scope names ('{name}/conv1/conv1_1', '{name}/pool1', ...,
+    '{name}/fc6', '{name}/fc7', '{name}/fc8'), plus 'global_pool'.
     """
     builder.default_image_size = 224
     return builder

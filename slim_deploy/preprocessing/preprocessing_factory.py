@@ -12,9 +12,14 @@ import tensorflow as tf
 
 from slim_deploy.common.registry import Registry
 from slim_deploy.nets.nets_factory import NETWORKS
-from slim_deploy.preprocessing import (cifarnet_preprocessing, inception_preprocessing,
-                                       keras_preprocessing, lenet_preprocessing, vgg_preprocessing,
-                                       video_preprocessing)
+from slim_deploy.preprocessing import (
+    cifarnet_preprocessing,
+    inception_preprocessing,
+    keras_preprocessing,
+    lenet_preprocessing,
+    vgg_preprocessing,
+    video_preprocessing,
+)
 
 # Family -> preprocess_image(image, output_height, output_width, is_training, use_grayscale,
 # **kwargs).

@@ -38,9 +38,9 @@ import tf_slim as slim  # noqa: E402
 
 from slim_deploy.datasets import dataset_factory  # noqa: E402
 from slim_deploy.deployment import quantize  # noqa: E402
-from slim_deploy.training import checkpoints  # noqa: E402
 from slim_deploy.nets import mobilenet_v1  # noqa: E402
 from slim_deploy.slim_scripts import mobilenet_v1_input  # noqa: E402
+from slim_deploy.training import checkpoints  # noqa: E402
 
 flags = tf.app.flags
 FLAGS = flags.FLAGS

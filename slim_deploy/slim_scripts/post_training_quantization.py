@@ -39,13 +39,13 @@ import os  # noqa: E402
 from absl import flags  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from slim_deploy.common import fileio  # noqa: E402
 from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.datasets import dataset_factory  # noqa: E402
-from slim_deploy.common import fileio  # noqa: E402
 from slim_deploy.deployment import tflite  # noqa: E402
-from slim_deploy.training import checkpoints  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 from slim_deploy.preprocessing import preprocessing_factory  # noqa: E402
+from slim_deploy.training import checkpoints  # noqa: E402
 
 FLAGS = flags.FLAGS
 

@@ -9,6 +9,7 @@ import tf_slim as slim
 
 from slim_deploy.analysis import equivalence
 from slim_deploy.common.errors import UsageError
+
 from helpers import labelled_images, run_script
 
 CLASSES = 5

@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-from slim_deploy.cluster import emulated_hosts
 from benchmarks import harness
+from slim_deploy.cluster import emulated_hosts
 
 # A role process (module harness_role): replies with its role and the addresses of its host,
 # then echoes each command; a command {'fail': text} raises.

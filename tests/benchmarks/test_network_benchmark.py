@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from slim_deploy.cluster import emulated_hosts
+
 from helpers import ENV, REPO
 
 SETUPS = ['parameter_server', 'prefetch_reads', 'sync_replicas', 'collective',

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from benchmarks import regression
+
 from helpers import REPO, run
 
 

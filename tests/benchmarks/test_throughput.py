@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from slim_deploy.deployment import precision
+
 from helpers import REPO, run
 
 TINY = ['--model_name', 'lenet', '--batch_size', '2', '--steps', '2', '--warmup_steps', '1',

@@ -13,6 +13,7 @@ import pytest
 
 from slim_deploy.cluster import emulated_hosts, watchdog
 from slim_deploy.cluster.emulated_hosts import EmulatedHosts, EmulatedHostsError
+
 from helpers import REPO
 
 # Serves PORT on every address of its host: accepts connections and reads them to the end.

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from clusters import Cluster, steps_run
 from slim_deploy.cluster import emulated_hosts, launch
+
+from clusters import Cluster, steps_run
 from helpers import checkpoint_step, train_args
 
 pytestmark = pytest.mark.cluster

@@ -14,6 +14,7 @@ from slim_deploy.cluster import tasks
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.cluster.tasks import ClusterTask
 from slim_deploy.common.errors import AddressInUse, UsageError
+
 from helpers import REPO
 
 CHIEF = ['chief0:2222']

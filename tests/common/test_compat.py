@@ -13,12 +13,12 @@ import warnings
 
 import numpy as np
 import pytest
-
-from slim_deploy.common import compat  # Importing `common` repairs tf_slim, imported below.
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 from tf_slim.losses import metric_learning
 from tf_slim.nets import resnet_v1
+
+from slim_deploy.common import compat  # Importing `common` repairs tf_slim, imported below.
 
 from helpers import REPO
 

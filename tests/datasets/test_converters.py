@@ -9,9 +9,17 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import StorageError, UsageError
 from slim_deploy.datasets import cifar10, conversion, dataset_factory, flowers, mnist
+
 from helpers import error_message, fill, run_script, tmpfs
-from raw_datasets import (CIFAR_NAMES, cifar_pickle, make_cifar, make_flowers, make_mnist, pack,
-                          write_idx)
+from raw_datasets import (
+    CIFAR_NAMES,
+    cifar_pickle,
+    make_cifar,
+    make_flowers,
+    make_mnist,
+    pack,
+    write_idx,
+)
 
 _EXTRA_FEATURES = {'image/height': tf.io.FixedLenFeature([], tf.int64),
                    'image/width': tf.io.FixedLenFeature([], tf.int64),

@@ -11,10 +11,25 @@ import tensorflow as tf
 
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import conversion, dataset_utils, imagenet, visualwakewords
+
 from helpers import error_message, run_script
-from raw_datasets import (BOXES, GRAY_FILE, IMAGENET_KEYS, NAMES, PNG_FILE, SYNSETS, VWW_SHARDS,
-                          coco_zips, jpeg, make_coco, make_imagenet, read_split, shard_names,
-                          smooth_image, write)
+from raw_datasets import (
+    BOXES,
+    GRAY_FILE,
+    IMAGENET_KEYS,
+    NAMES,
+    PNG_FILE,
+    SYNSETS,
+    VWW_SHARDS,
+    coco_zips,
+    jpeg,
+    make_coco,
+    make_imagenet,
+    read_split,
+    shard_names,
+    smooth_image,
+    write,
+)
 
 
 def snapshot(directory):

@@ -9,13 +9,14 @@ import shutil
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_digits
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
-from sklearn.datasets import load_digits
 
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_factory, dataset_utils, digits
 from slim_deploy.datasets.dataset_utils import DatasetSplit
+
 from helpers import error_message
 
 DIGITS_FILES = [
@@ -345,7 +346,8 @@ def test_get_dataset_split_describes_a_converted_split(name, tmp_path):
 
 def test_get_dataset_split_without_labels_file(tmp_path):
     write_fake_file(str(tmp_path / 'mnist_test.tfrecord'), 1, [3])
-    assert dataset_factory.get_dataset_split('mnist', 'test', str(tmp_path)).labels_to_names is None
+    split = dataset_factory.get_dataset_split('mnist', 'test', str(tmp_path))
+    assert split.labels_to_names is None
 
 
 def test_file_pattern_overrides_the_registered_one(tmp_path):

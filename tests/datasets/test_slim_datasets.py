@@ -14,24 +14,47 @@ import socket
 import tarfile
 import zipfile
 
+from absl import flags
+from absl.testing import flagsaver
 import numpy as np
 import pytest
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
-from absl import flags
-from absl.testing import flagsaver
 
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import (
-    build_imagenet_data, conversion, dataset_factory, dataset_utils, digits,
-    download_and_convert_cifar10, download_and_convert_flowers, download_and_convert_mnist,
-    download_and_convert_visualwakewords, download_and_convert_visualwakewords_lib, imagenet,
-    preprocess_imagenet_validation_data, process_bounding_boxes, visualwakewords)
+    build_imagenet_data,
+    conversion,
+    dataset_factory,
+    dataset_utils,
+    digits,
+    download_and_convert_cifar10,
+    download_and_convert_flowers,
+    download_and_convert_mnist,
+    download_and_convert_visualwakewords,
+    download_and_convert_visualwakewords_lib,
+    imagenet,
+    preprocess_imagenet_validation_data,
+    process_bounding_boxes,
+    visualwakewords,
+)
+
 from helpers import error_message, run_script
-from raw_datasets import (IMAGENET_KEYS, SYNSETS, VALIDATION, VWW_SHARDS, coco_zips, make_cifar,
-                          make_coco, make_flowers, make_imagenet, make_mnist, read_split,
-                          shard_names)
+from raw_datasets import (
+    IMAGENET_KEYS,
+    SYNSETS,
+    VALIDATION,
+    VWW_SHARDS,
+    coco_zips,
+    make_cifar,
+    make_coco,
+    make_flowers,
+    make_imagenet,
+    make_mnist,
+    read_split,
+    shard_names,
+)
 
 # Upstream's public functions, each as 'name(its parameters)': ours must start with them.
 SIGNATURES = {

@@ -6,8 +6,13 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.deployment.model_deploy import (DeploymentConfig, deploy, optimize_clones,
-                                                 create_clones)
+from slim_deploy.deployment.model_deploy import (
+    DeploymentConfig,
+    create_clones,
+    deploy,
+    optimize_clones,
+)
+
 from helpers import assert_values_close, cpu_session, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']

@@ -14,6 +14,7 @@ from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy, placem
 from slim_deploy.image_classifier.config import TrainConfig
 from slim_deploy.nets import nets_factory
 from slim_deploy.training import loop
+
 from graphs import CPUS, LENET, built, lenet_model_fn
 
 # Relative round-off of one rounding to each dtype: 2^-8 (bfloat16), 2^-11 (float16).

@@ -19,6 +19,7 @@ import tf_slim as slim
 from slim_deploy.analysis import equivalence
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
+
 from helpers import cpu_session, labelled_images, variable_shapes
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']

@@ -4,8 +4,13 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from slim_deploy.deployment.model_deploy import (DeploymentConfig, create_clones, deploy,
-                                                 optimize_clones)
+from slim_deploy.deployment.model_deploy import (
+    DeploymentConfig,
+    create_clones,
+    deploy,
+    optimize_clones,
+)
+
 from helpers import cpu_session
 
 CLASSES = 3

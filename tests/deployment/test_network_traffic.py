@@ -18,12 +18,17 @@ import tf_slim as slim
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import all_reduce, network_traffic
-from slim_deploy.deployment.model_deploy import (ALL_REDUCE_PACK_BYTES, DeploymentConfig, deploy,
-                                                 placement_plan)
+from slim_deploy.deployment.model_deploy import (
+    ALL_REDUCE_PACK_BYTES,
+    DeploymentConfig,
+    deploy,
+    placement_plan,
+)
 from slim_deploy.deployment.network_traffic import EACH_WAY, IN_THEN_OUT, OUT_THEN_IN, Link
 from slim_deploy.image_classifier import builders, train
 from slim_deploy.image_classifier.config import TrainConfig
 from slim_deploy.nets import nets_factory
+
 from graphs import CPUS, LENET, built, lenet_model_fn
 from helpers import run_script
 

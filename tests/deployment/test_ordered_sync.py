@@ -8,8 +8,9 @@ import tensorflow.compat.v1 as tf
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import network_traffic
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
-from slim_deploy.deployment.ordered_sync import OrderedSyncReplicasOptimizer
 from slim_deploy.deployment.network_traffic import OUT_THEN_IN
+from slim_deploy.deployment.ordered_sync import OrderedSyncReplicasOptimizer
+
 from graphs import LENET, lenet_model_fn
 
 

@@ -6,8 +6,12 @@ import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
-from slim_deploy.deployment.model_deploy import (DeploymentConfig, create_clones, deploy,
-                                                 placement_plan)
+from slim_deploy.deployment.model_deploy import (
+    DeploymentConfig,
+    create_clones,
+    deploy,
+    placement_plan,
+)
 
 # (name, shape, dtype) in creation order: 100, 400, 200, 300, 200 and 0 bytes (unknown shape).
 VARIABLES = [('a', [25], tf.float32), ('b', [10, 5], tf.float64), ('c', [5, 10], tf.float32),

@@ -15,9 +15,10 @@ import tf_slim as slim
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import precision
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
-from slim_deploy.training import loop
-from helpers import cpu_session
 from slim_deploy.image_classifier import config, evaluate, run_record, train
+from slim_deploy.training import loop
+
+from helpers import cpu_session
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
 CLASSES = 5

@@ -12,6 +12,7 @@ from slim_deploy.deployment import network_traffic
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
 from slim_deploy.deployment.network_traffic import EACH_WAY, IN_THEN_OUT
 from slim_deploy.image_classifier.config import TrainConfig
+
 from graphs import LENET, built, lenet_model_fn
 
 WORKER_CPU = '/job:worker/task:0/device:CPU:0'

@@ -23,6 +23,7 @@ from slim_deploy.image_classifier import builders
 from slim_deploy.nets import nets_factory
 from slim_deploy.preprocessing import preprocessing_factory
 from slim_deploy.training import loop
+
 from helpers import ENV, cpu_session, error_message, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']

@@ -16,6 +16,7 @@ import tensorflow.compat.v1 as tf
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.deployment import variable_sharing
 from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones, deploy
+
 from graphs import built, lenet_model_fn
 
 PS_CPU = '/job:ps/task:0/device:CPU:0'

@@ -8,6 +8,7 @@ import tf_slim as slim
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import all_reduce
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy, placement_plan
+
 from helpers import cpu_session, labelled_images
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']
@@ -52,8 +53,8 @@ def _values(session, variables):
     return {v.op.name: session.run(v) for v in variables}
 
 
-def _train(variable_update, steps=20, make_optimizer=lambda: tf.train.GradientDescentOptimizer(0.1),
-           **build_args):
+def _train(variable_update, steps=20,
+           make_optimizer=lambda: tf.train.GradientDescentOptimizer(0.1), **build_args):
     """Trains from the same seeded start on the same batches; returns (global variables,
     local variables) as {name: value}."""
     batches = _batches(steps)
@@ -248,7 +249,8 @@ def test_reference_variables_are_refused():
      r"variable_update='collective' keeps the variables on the clones"),
     ({'variable_update': 'replicated', 'num_replicas': 2},
      r"variable_update='replicated' runs on one worker, got num_replicas=2"),
-    ({'variable_update': 'collective'}, r"variable_update='collective' needs several workers, got num_replicas=1"),
+    ({'variable_update': 'collective'},
+     r"variable_update='collective' needs several workers, got num_replicas=1"),
     ({'variable_update': 'replicated', 'num_clones': 2, 'clone_on_cpu': True},
      r'clones, which must sit on distinct devices, but clone_on_cpu=True puts all 2 on '
      r'CPU:0'),

@@ -14,9 +14,17 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.deployment import network_traffic, sizing
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
-from slim_deploy.deployment.network_traffic import (EACH_WAY, IN_THEN_OUT, OUT_THEN_IN,
-                                                    AllReduces, Link, PsGroup, StepTraffic)
+from slim_deploy.deployment.network_traffic import (
+    EACH_WAY,
+    IN_THEN_OUT,
+    OUT_THEN_IN,
+    AllReduces,
+    Link,
+    PsGroup,
+    StepTraffic,
+)
 from slim_deploy.deployment.sizing import ASYNC_PS, COLLECTIVE, SYNC_PS, Compute
+
 from graphs import CPUS, built
 
 MB = 1_000_000

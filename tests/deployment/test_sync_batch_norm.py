@@ -8,8 +8,13 @@ import tensorflow.compat.v1 as tf
 from tensorflow.python.layers import normalization as tf_layers
 import tf_slim as slim
 
-from slim_deploy.deployment.model_deploy import (DeploymentConfig, create_clones, optimize_clones,
-                                                 placement_plan)
+from slim_deploy.deployment.model_deploy import (
+    DeploymentConfig,
+    create_clones,
+    optimize_clones,
+    placement_plan,
+)
+
 from helpers import assert_values_close, cpu_session
 
 DEVICES = ['/device:CPU:0', '/device:CPU:1']

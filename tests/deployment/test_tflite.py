@@ -11,10 +11,11 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import tflite
-from helpers import error_message, run_script
 from slim_deploy.image_classifier import evaluate, export, run_record, train
 from slim_deploy.image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 from slim_deploy.nets import nets_factory
+
+from helpers import error_message, run_script
 
 # Accuracy points on the digits' test split (360 examples, one is 0.28 points) that
 # post-training and quantization-aware int8 models may lose to the float checkpoint: 1.5

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from clusters import Cluster, assert_restores, steps_run
 from slim_deploy.cluster import launch
+
+from clusters import Cluster, assert_restores, steps_run
 from helpers import checkpoint_step, train_args
 
 pytestmark = pytest.mark.cluster

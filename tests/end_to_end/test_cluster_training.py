@@ -9,11 +9,20 @@ import time
 
 import pytest
 
-from clusters import Cluster, assert_restores, launch_cluster, steps_run, task_lines
 from slim_deploy.cluster import launch
 from slim_deploy.common.errors import AddressInUse
-from helpers import (ENV, TRAIN, checkpoint_step, evaluations, run, run_script, tf_config,
-                     train_args)
+
+from clusters import Cluster, assert_restores, launch_cluster, steps_run, task_lines
+from helpers import (
+    ENV,
+    TRAIN,
+    checkpoint_step,
+    evaluations,
+    run,
+    run_script,
+    tf_config,
+    train_args,
+)
 
 pytestmark = pytest.mark.cluster
 

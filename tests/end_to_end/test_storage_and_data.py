@@ -4,14 +4,13 @@ a torn shard; a corrupt record; directories and checkpoints that cannot be used.
 in one line with its documented exit code, and nothing is lost."""
 import os
 import shutil
-import subprocess
 
 import pytest
-import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import DataError, StorageError, UsageError
 from slim_deploy.datasets import manifest
 from slim_deploy.image_classifier import evaluate
+
 from helpers import TRAIN, checkpoint_step, fill, run, run_script, tmpfs, train_args
 from raw_datasets import replace_image
 
@@ -49,8 +48,8 @@ def test_a_full_disk_ends_training_in_one_line_and_a_rerun_with_room_resumes(
         result = train(train_dir, digits_dir, 2000, '--save_interval_secs=1')
         assert result.returncode == StorageError.exit_code, result.stderr[-3000:]
         last = result.stderr.splitlines()[-1]
-        assert last.startswith(f'train_image_classifier.py: error: Cannot save the checkpoint '
-                               f'of step ')
+        assert last.startswith('train_image_classifier.py: error: Cannot save the checkpoint '
+                               'of step ')
         assert f' in {train_dir}: no space left on the device (needs about 38 MB, ' in last
         assert last.endswith(' MB free); the newest complete checkpoint is step 0: a rerun '
                              'with room resumes from it')

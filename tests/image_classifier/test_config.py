@@ -4,9 +4,10 @@ from absl import flags
 import pytest
 
 from slim_deploy.common.errors import UsageError
-from helpers import tf_config
 from slim_deploy.image_classifier import config, run_record, slim_flags
 from slim_deploy.image_classifier.config import EvalConfig, ExportConfig, TrainConfig
+
+from helpers import tf_config
 
 TWO_WORKERS = {'worker': ['127.0.0.1:2222', '127.0.0.1:2223'], 'ps': ['127.0.0.1:2224']}
 

@@ -9,8 +9,9 @@ import textwrap
 
 import pytest
 
-from helpers import REPO
 from slim_deploy.image_classifier import verbosity
+
+from helpers import REPO
 
 CPP_INFO_LINE = re.compile(r'^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] ', re.MULTILINE)
 ABSL_PREINIT = 'All log messages before absl::InitializeLog() is called'

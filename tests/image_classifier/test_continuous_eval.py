@@ -13,9 +13,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import UsageError
-from helpers import run_script
 from slim_deploy.image_classifier import evaluate, run_record, train
 from slim_deploy.image_classifier.config import EvalConfig, TrainConfig
+
+from helpers import run_script
 
 INTERVAL = 0.1  # Seconds between the loop's looks in these tests.
 

@@ -13,11 +13,12 @@ import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.training import checkpoints, loop
-from helpers import checkpoint_step
 from slim_deploy.image_classifier import evaluate, export, run_record, train
 from slim_deploy.image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 from slim_deploy.nets import nets_factory
+from slim_deploy.training import checkpoints, loop
+
+from helpers import checkpoint_step
 
 
 def train_config(train_dir, digits_dir, **flags):

@@ -9,8 +9,9 @@ import pytest
 from slim_deploy.cluster import watchdog
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.image_classifier import roles, train
-from helpers import REPO, TRAIN, evaluations, tf_config, wait_for
 from slim_deploy.image_classifier.config import TrainConfig
+
+from helpers import REPO, TRAIN, evaluations, tf_config, wait_for
 
 # A cluster no test contacts: the evaluator and ps tasks below need no other task.
 JOBS = {'worker': ['127.0.0.1:1'], 'ps': ['127.0.0.1:2']}

@@ -10,12 +10,12 @@ import collections
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
-
 import tf_slim as slim
 
 from slim_deploy.common.errors import UsageError
-from helpers import parameters, variable_shapes
 from slim_deploy.nets import nets_factory, resnet_v1
+
+from helpers import parameters, variable_shapes
 
 NUM_CLASSES = 7
 NETS_WITH_AUX_LOGITS = {'inception_v3', 'inception_v4', 'inception_resnet_v2'}

@@ -8,13 +8,13 @@ initializers of small variables.
 """
 import inspect
 
+from nets import alexnet, cifarnet, lenet, overfeat, vgg
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
 from helpers import parameters, regularized_variables, variable_shapes
-from nets import alexnet, cifarnet, lenet, overfeat, vgg
 
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')
 

@@ -12,8 +12,9 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from helpers import variable_shapes
 from slim_deploy.nets import cyclegan, dcgan, pix2pix
+
+from helpers import variable_shapes
 
 EMPTY = inspect.Parameter.empty
 SIGNATURES = {

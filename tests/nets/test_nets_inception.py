@@ -16,9 +16,17 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+from slim_deploy.nets import (
+    inception,
+    inception_resnet_v2,
+    inception_utils,
+    inception_v1,
+    inception_v2,
+    inception_v3,
+    inception_v4,
+)
+
 from helpers import parameters, trainable_parameters, variable_shapes
-from slim_deploy.nets import (inception, inception_resnet_v2, inception_utils, inception_v1,
-                              inception_v2, inception_v3, inception_v4)
 
 CHECKPOINT_CLASSES = 1001  # TF-Slim's ImageNet checkpoints: class 0 is background.
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from clusters import launch_cluster
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
-from helpers import checkpoint_step, parameters
 from slim_deploy.image_classifier import evaluate, export, run_record, train
 from slim_deploy.image_classifier.config import TrainConfig
 from slim_deploy.nets import keras_applications, nets_factory
+
+from clusters import launch_cluster
+from helpers import checkpoint_step, parameters
 
 APPLICATIONS = sorted(keras_applications.APPLICATIONS)
 CLASSES = 5

@@ -16,8 +16,9 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from helpers import parameters, variable_shapes
 from slim_deploy.nets.mobilenet import conv_blocks, mobilenet, mobilenet_v2, mobilenet_v3
+
+from helpers import parameters, variable_shapes
 
 NUM_CLASSES = 1001  # TF-Slim's ImageNet checkpoints have a background class.
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')

@@ -13,8 +13,9 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from helpers import parameters, variable_shapes
 from slim_deploy.nets import mobilenet_v1
+
+from helpers import parameters, variable_shapes
 
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')
 

@@ -15,8 +15,9 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from helpers import parameters, regularized_variables, variable_shapes
 from slim_deploy.nets import resnet_utils, resnet_v1, resnet_v2
+
+from helpers import parameters, regularized_variables, variable_shapes
 
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')
 

@@ -6,8 +6,9 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.deployment import model_deploy
 from slim_deploy.image_classifier import builders
-from helpers import cpu_session
 from slim_deploy.nets import nets_factory
+
+from helpers import cpu_session
 
 
 @pytest.mark.parametrize('name, image_size', [

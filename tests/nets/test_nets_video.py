@@ -14,9 +14,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
-from helpers import parameters, variable_shapes
 from slim_deploy.nets import i3d, i3d_utils, s3dg
 from slim_deploy.preprocessing import video_preprocessing
+
+from helpers import parameters, variable_shapes
 
 KINETICS_CLASSES = 400
 NETS = {'i3d': (i3d.i3d, i3d.i3d_arg_scope), 's3dg': (s3dg.s3dg, s3dg.s3dg_arg_scope)}

@@ -11,6 +11,7 @@ import pytest
 
 from slim_deploy import aliases
 from slim_deploy.image_classifier import flag_reference
+
 from helpers import REPO
 
 ROOT = pathlib.Path(REPO)

@@ -18,6 +18,7 @@ import zipfile
 import pytest
 
 from slim_deploy import aliases
+
 import helpers
 from helpers import run
 
@@ -117,7 +118,7 @@ def wheels(tmp_path_factory):
     directory = tmp_path_factory.mktemp('wheels')
     source = directory / 'source'
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        '.git', '.venv', 'build', 'dist', '*.egg-info', '__pycache__'))
+        '.git', '.venv*', 'build', 'dist', '*.egg-info', '__pycache__'))
     subprocess.run([sys.executable, '-m', 'pip', 'wheel', '-q', '--no-deps', '-w',
                     str(directory), str(source)], check=True, capture_output=True, timeout=300)
     (slim,) = directory.glob('slim_deploy-*.whl')

@@ -10,15 +10,16 @@ import logging
 import re
 import sys
 
+from absl import flags
+from absl.testing import flagsaver
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
-from absl import flags
-from absl.testing import flagsaver
 
-from helpers import checkpoint_step, error_message, run
 from slim_deploy import aliases
 from slim_deploy.common.errors import UsageError
+
+from helpers import checkpoint_step, error_message, run
 
 FLAGS = flags.FLAGS
 TRAIN, EVAL, PTQ = ('nets.mobilenet_v1_train', 'nets.mobilenet_v1_eval',

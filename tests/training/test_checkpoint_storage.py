@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf
 from slim_deploy.common import fileio
 from slim_deploy.common.errors import StorageError, UsageError
 from slim_deploy.training import checkpoints
+
 import helpers
 from helpers import error_message, tmpfs
 

@@ -12,9 +12,19 @@ import time
 import pytest
 
 from slim_deploy.cluster import launch
-from helpers import (ENV, REPO, TRAIN, checkpoint_step, run, start_logged, tf_config,
-                     train_args, wait_for)
 from slim_deploy.image_classifier import config, train
+
+from helpers import (
+    ENV,
+    REPO,
+    TRAIN,
+    checkpoint_step,
+    run,
+    start_logged,
+    tf_config,
+    train_args,
+    wait_for,
+)
 
 STEP_LINE = re.compile(r'step (\d+): loss')
 EVERY_STEP = 1  # --log_every_n_steps: a progress line per step.

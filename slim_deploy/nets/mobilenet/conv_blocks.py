@@ -10,9 +10,10 @@ tensors are float32 [batch, height, width, depth].
 import contextlib
 import functools
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 _DEPTHWISE_LOCATIONS = (None, 'input', 'output', 'expansion')
 

@@ -15,10 +15,10 @@ import collections
 import contextlib
 import functools
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets.mobilenet import conv_blocks
 
 

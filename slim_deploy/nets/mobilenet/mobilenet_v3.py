@@ -16,11 +16,10 @@ import copy
 import functools
 
 import numpy as np
-
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets.mobilenet import conv_blocks as ops
 from slim_deploy.nets.mobilenet import mobilenet as lib
 

@@ -13,10 +13,10 @@ also makes convolutions linear and bias-free and names fully connected layers 'F
 import copy
 import numbers
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 from slim_deploy.nets.nasnet import nasnet_utils
 
 arg_scope = slim.arg_scope

@@ -14,9 +14,10 @@ depthwise_weights', 'cell_0/prev_1x1/weights', 'cell_stem_1/path1_conv/weights'.
 """
 import re
 
-import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
+
+import slim_deploy.common  # noqa: F401  (repairs tf-slim before it is used)
 
 arg_scope = slim.arg_scope
 DATA_FORMAT_NCHW = 'NCHW'
