@@ -35,7 +35,8 @@ variables lived only in its memory), a worker of a cluster without ps tasks (the
 collectives cannot go on without it), or a task that exited with code 75 (it lost a task it
 needs: errors.ClusterError), the whole job restarts instead: every ps and worker task is
 killed and started again, and the chief resumes from its last checkpoint. A task that exits
-with code 2 (a user's mistake, which a restart repeats) is not restarted. Once the restarts
+with one of errors.FINAL_EXIT_CODES, which a restart repeats (2: a user's mistake, 65: damaged
+input data, 74: storage that refused a write), is not restarted. Once the restarts
 are used up (at once with the default 0), every task gets SIGTERM. SIGINT and SIGTERM sent
 to the launcher reach every task. Tasks still running GRACE_SECS after a signal (or at the
 launcher's next one) get SIGKILL.
@@ -46,9 +47,10 @@ restart left; 128 + N after signal N; 2 for bad arguments.
 --emulated_hosts runs each task on an emulated host of its own (emulated_hosts.EmulatedHosts:
 a network namespace with its own address, named ps-0, worker-1, evaluator-0, ... in domain
 HOSTS_DOMAIN; needs root), each serving on shape.PORT, with --link_bandwidth limiting each host's
-link (a tc rate: 100mbit, 1gbit). The launcher prints the hosts' prefix, with which
-`python -m slim_deploy.cluster.emulated_hosts partition PREFIX HOST` cuts a host off (and `heal`
-reconnects it), and removes the hosts when it ends.
+link (a tc rate: 100mbit, 1gbit) and --slow_host TASK=RATE one host's link to RATE instead (a
+straggler on the network: its steps wait on its link). The launcher prints the hosts' prefix,
+with which `python -m slim_deploy.cluster.emulated_hosts partition PREFIX HOST` cuts a host off
+(and `heal` reconnects it), and removes the hosts when it ends.
 
 --bind sets the address in TF_CONFIG, through which the tasks reach each other, and where free
 ports are looked for. Whatever it is, TensorFlow's gRPC servers listen on every interface of
@@ -71,7 +73,13 @@ import threading
 import time
 
 from slim_deploy.cluster import emulated_hosts, jobset, shape
-from slim_deploy.common.errors import AddressInUse, ClusterError, UsageError, check_int
+from slim_deploy.common.errors import (
+    FINAL_EXIT_CODES,
+    AddressInUse,
+    ClusterError,
+    UsageError,
+    check_int,
+)
 
 # Longer than training's default grace period (training.loop.GRACE_SECS): a signalled task first
 # finishes its step and checkpoints.
@@ -79,7 +87,6 @@ GRACE_SECS = 25.0
 POLL_SECS = 0.05
 LOCALHOST = '127.0.0.1'
 HOSTS_DOMAIN = 'cluster'  # Of the emulated hosts: ps-0.cluster, worker-0.cluster, ...
-USAGE_EXIT_CODE = UsageError.exit_code  # A user's mistake: a restart would repeat it.
 PORT_RETRIES = 3  # New sets of ports tried when a task finds its port taken.
 JOBSET_ONLY = ('image', 'chief', 'volume', 'port', 'no_network_policy')  # Need --jobset.
 
@@ -97,7 +104,7 @@ def _parser():
               '[--port PORT] [--no_network_policy]] --num_ps_tasks P --worker_replicas W '
               '[--sync_replicas] '
               '[--evaluator] [--max_restarts N] [--bind ADDRESS | --emulated_hosts '
-              '[--link_bandwidth RATE]] -- COMMAND [ARGS...]',
+              '[--link_bandwidth RATE] [--slow_host TASK=RATE]] -- COMMAND [ARGS...]',
         description='Runs P ps and W worker tasks of COMMAND on this machine, each as '
                     '`COMMAND ARGS... --worker_replicas=W --num_ps_tasks=P [--sync_replicas]` '
                     'with TF_CONFIG naming the cluster and the task; with --jobset, prints '
@@ -121,6 +128,9 @@ def _parser():
     parser.add_argument('--link_bandwidth', metavar='RATE',
                         help="limit of each emulated host's link, as tc writes it: 100mbit, "
                              '1gbit (default: none)')
+    parser.add_argument('--slow_host', action='append', default=[], metavar='TASK=RATE',
+                        help="with --emulated_hosts: limit the link of TASK's host (worker:3, "
+                             'ps:0) to RATE instead, a straggler (repeatable)')
     parser.add_argument('--jobset', metavar='NAME',
                         help='print a Kubernetes JobSet named NAME (YAML) that runs the tasks, '
                              'one pod each, instead of running them here')
@@ -157,19 +167,37 @@ def parse_args(argv):
                  if getattr(args, name) != parser.get_default(name)]
         if given:
             raise UsageError(f'--{given[0]} needs --jobset')
-    elif args.emulated_hosts or args.bind != LOCALHOST or args.link_bandwidth:
-        raise UsageError('--jobset excludes --emulated_hosts, --bind and --link_bandwidth: '
-                         'Kubernetes gives each pod a host of its own')
+    elif args.emulated_hosts or args.bind != LOCALHOST or args.link_bandwidth or args.slow_host:
+        raise UsageError('--jobset excludes --emulated_hosts, --bind, --link_bandwidth and '
+                         '--slow_host: Kubernetes gives each pod a host of its own')
     elif args.image is None:
         raise UsageError('--jobset needs --image, the container image that runs COMMAND')
     if args.emulated_hosts and args.bind != LOCALHOST:
         raise UsageError('--bind and --emulated_hosts exclude each other: emulated hosts '
                          'have addresses of their own')
-    if args.link_bandwidth and not args.emulated_hosts:
-        raise UsageError('--link_bandwidth needs --emulated_hosts')
+    for name in ('link_bandwidth', 'slow_host'):
+        if getattr(args, name) and not args.emulated_hosts:
+            raise UsageError(f'--{name} needs --emulated_hosts')
+    link_bandwidths(args)  # Checks --slow_host.
     if not command:
         raise UsageError('missing COMMAND: put it after "--"')
     return args, command
+
+
+def link_bandwidths(args):
+    """{emulated host: tc rate} of the limited links of parsed `args`: --link_bandwidth's,
+    or a --slow_host's; raises UsageError for a --slow_host that is not TASK=RATE of a task of
+    the cluster."""
+    names = emulated_host_names(args.num_ps_tasks, args.worker_replicas, args.evaluator)
+    bandwidths = dict.fromkeys(names, args.link_bandwidth)
+    for slow_host in args.slow_host:
+        task, _, rate = slow_host.partition('=')
+        if emulated_host(task) not in names or emulated_hosts.rate_bits(rate) is None:
+            tasks = ', '.join(name.replace('-', ':') for name in names)
+            raise UsageError(f'--slow_host takes TASK=RATE, TASK one of {tasks} and RATE a tc '
+                             f'rate such as 100mbit; got {slow_host!r}')
+        bandwidths[emulated_host(task)] = rate
+    return {name: rate for name, rate in bandwidths.items() if rate}
 
 
 def free_ports(host, count):
@@ -311,13 +339,14 @@ def supervise(ps, workers, evaluators, received, prog, max_restarts=0, new_ports
             if new_ports and code == AddressInUse.exit_code:
                 stop(job + evaluators, signal.SIGKILL, received)
                 raise PortTaken(dead.name)
-            if restarts == max_restarts or code == USAGE_EXIT_CODE:
+            final = FINAL_EXIT_CODES.get(code)  # What ended it, when a restart repeats it.
+            if restarts == max_restarts or final:
                 stop(job + evaluators, signal.SIGTERM, received)
                 what = (f'{dead.name} ended ({ended}) before the workers' if dead in ps else
                         f'failed: {dead.name} ({ended})')
-                after = (", a user's mistake that a restart repeats" if code == USAGE_EXIT_CODE
-                         else ', address in use' if code == AddressInUse.exit_code else '')
-                if restarts and code != USAGE_EXIT_CODE:
+                after = (f', {final} that a restart repeats' if final else
+                         ', address in use' if code == AddressInUse.exit_code else '')
+                if restarts and not final:
                     after += f' after {restarts} restarts (--max_restarts)'
                 print(f'{prog}: error: {what}{after}; stopped all tasks', file=sys.stderr)
                 return 1
@@ -426,7 +455,7 @@ def main(argv):
                       new_cluster=pick)
     names = emulated_host_names(args.num_ps_tasks, args.worker_replicas, args.evaluator)
     try:
-        hosts = emulated_hosts.EmulatedHosts(names, HOSTS_DOMAIN, args.link_bandwidth)
+        hosts = emulated_hosts.EmulatedHosts(names, HOSTS_DOMAIN, link_bandwidths(args))
     except (emulated_hosts.EmulatedHostsError, ValueError) as e:
         print(f'{prog}: error: --emulated_hosts: {e}', file=sys.stderr)
         return 2

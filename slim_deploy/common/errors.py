@@ -47,8 +47,10 @@ class StorageError(RuntimeError):
     exit_code = 74
 
 
-# Exit codes a restart would repeat (restart policies must not retry them).
-FINAL_EXIT_CODES = (UsageError.exit_code, DataError.exit_code, StorageError.exit_code)
+# The exit codes a restart would repeat (restart policies must not retry them), each with
+# what it means.
+FINAL_EXIT_CODES = {UsageError.exit_code: "a user's mistake", DataError.exit_code: 'damaged data',
+                    StorageError.exit_code: 'a write the storage refused'}
 
 
 class ClusterError(RuntimeError):

@@ -19,11 +19,12 @@ import kubernetes.client
 import pytest
 import yaml
 
-import images
-from helpers import ENV, REPO, TRAIN, checkpoint_step, evaluations, run, tf_config
 from slim_deploy.cluster import emulated_hosts, launch
 from slim_deploy.common.errors import DataError, StorageError, UsageError
 from slim_deploy.image_classifier import config, slim_flags
+
+from helpers import ENV, REPO, TRAIN, checkpoint_step, evaluations, run, tf_config
+import images
 
 PROG = os.path.basename(sys.argv[0])
 NAME = 'lenet-run'
@@ -370,8 +371,8 @@ def test_train_image_classifier_with_a_bad_job_completion_index_exits_2(tmp_path
 
 BAD_LABEL = ("must be a DNS label: lowercase letters, digits and '-', starting with a letter")
 BAD_VOLUME = 'must be CLAIM:MOUNT_PATH, a PersistentVolumeClaim name and an absolute path'
-NO_HOSTS = ('--jobset excludes --emulated_hosts, --bind and --link_bandwidth: Kubernetes '
-            'gives each pod a host of its own')
+NO_HOSTS = ('--jobset excludes --emulated_hosts, --bind, --link_bandwidth and --slow_host: '
+            'Kubernetes gives each pod a host of its own')
 
 
 @pytest.mark.parametrize('options, message', [
@@ -383,6 +384,7 @@ NO_HOSTS = ('--jobset excludes --emulated_hosts, --bind and --link_bandwidth: Ku
     (['--jobset=j', '--image=i', '--emulated_hosts'], NO_HOSTS),
     (['--jobset=j', '--image=i', '--bind=0.0.0.0'], NO_HOSTS),
     (['--jobset=j', '--image=i', '--link_bandwidth=1gbit'], NO_HOSTS),
+    (['--jobset=j', '--image=i', '--slow_host=worker:0=1mbit'], NO_HOSTS),
     (['--jobset=j'], '--jobset needs --image, the container image that runs COMMAND'),
     (['--jobset=Lenet', '--image=i'], f"--jobset 'Lenet' {BAD_LABEL}"),
     (['--jobset=1lenet', '--image=i'], f"--jobset '1lenet' {BAD_LABEL}"),

@@ -224,12 +224,14 @@ def test_a_dead_ps_task_or_collective_worker_restarts_the_whole_job(capsys, tmp_
     assert sorted(marks(tmp_path, 'restarted')) == sorted(marks(tmp_path, 'ready'))
 
 
-def test_a_users_mistake_is_not_restarted(capsys, tmp_path):
+@pytest.mark.parametrize('exit_code, cause', [
+    (2, "a user's mistake"), (65, 'damaged data'), (74, 'a write the storage refused')])
+def test_what_a_restart_repeats_is_not_restarted(capsys, tmp_path, exit_code, cause):
     code, _, err, _ = launch_tasks(
-        capsys, tmp_path, ['--num_ps_tasks', '1', '--worker_replicas', '2',
-                           '--max_restarts', '3'], plan={'worker:1': 'exit:2', 'worker': 'forever'})
+        capsys, tmp_path, ['--num_ps_tasks', '1', '--worker_replicas', '2', '--max_restarts', '3'],
+        plan={'worker:1': f'exit:{exit_code}', 'worker': 'forever'})
     assert code == 1
-    assert err == (f"{PROG}: error: failed: worker:1 (exit code 2), a user's mistake that a "
+    assert err == (f'{PROG}: error: failed: worker:1 (exit code {exit_code}), {cause} that a '
                    'restart repeats; stopped all tasks\n')
     assert marks(tmp_path, 'restarted') == {}
 
@@ -377,11 +379,32 @@ def test_signal_to_launcher_reaches_every_task(tmp_path, signum):
     (['--num_ps_tasks=0', '--worker_replicas=1', '--emulated_hosts', '--link_bandwidth=fast'],
      '--emulated_hosts: bandwidth of worker-0 must be a tc rate such as 100mbit or 1gbit, got '
      "'fast'"),
+    (['--num_ps_tasks=0', '--worker_replicas=2', '--slow_host=worker:1=10mbit'],
+     '--slow_host needs --emulated_hosts'),
+    (['--num_ps_tasks=1', '--worker_replicas=2', '--emulated_hosts', '--slow_host=worker:2=1mbit'],
+     "--slow_host takes TASK=RATE, TASK one of ps:0, worker:0, worker:1 and RATE a tc rate such "
+     "as 100mbit; got 'worker:2=1mbit'"),
+    (['--num_ps_tasks=0', '--worker_replicas=2', '--emulated_hosts', '--slow_host=worker:1'],
+     "--slow_host takes TASK=RATE, TASK one of worker:0, worker:1 and RATE a tc rate such as "
+     "100mbit; got 'worker:1'"),
 ])
 def test_bad_arguments_end_in_one_line_and_exit_code_2(capsys, options, message):
     assert launch.main([*options, '--', 'true']) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ('', f'{PROG}: error: {message}\n')
+
+
+@pytest.mark.parametrize('options, bandwidths', [
+    ([], {}),
+    (['--link_bandwidth=1gbit'], {'ps-0': '1gbit', 'worker-0': '1gbit', 'worker-1': '1gbit'}),
+    (['--slow_host=worker:1=100mbit'], {'worker-1': '100mbit'}),
+    (['--link_bandwidth=1gbit', '--slow_host=worker:1=100mbit', '--slow_host=ps:0=2gbit'],
+     {'ps-0': '2gbit', 'worker-0': '1gbit', 'worker-1': '100mbit'}),
+])
+def test_a_slow_host_gets_its_own_link_rate(options, bandwidths):
+    args, _ = launch.parse_args(['--num_ps_tasks=1', '--worker_replicas=2', '--emulated_hosts',
+                                 *options, '--', 'true'])
+    assert launch.link_bandwidths(args) == bandwidths
 
 
 @pytest.mark.parametrize('argv', [['--num_ps_tasks=0', '--worker_replicas=1'],
