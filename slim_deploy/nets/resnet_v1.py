@@ -129,28 +129,36 @@ def resnet_v1_50(inputs, num_classes=None, is_training=True, global_pool=True,
                  output_stride=None, spatial_squeeze=True, store_non_strided_activations=False,
                  min_base_depth=8, depth_multiplier=1, reuse=None, scope='resnet_v1_50'):
     """ResNet-50 v1: blocks of 3, 4, 6 and 3 units; 25.6M parameters at 1000 classes."""
-    return _resnet_v1_of_depth(50, **locals())
+    return _resnet_v1_of_depth(50, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, store_non_strided_activations, min_base_depth,
+                               depth_multiplier, reuse, scope)
 
 
 def resnet_v1_101(inputs, num_classes=None, is_training=True, global_pool=True,
                   output_stride=None, spatial_squeeze=True, store_non_strided_activations=False,
                   min_base_depth=8, depth_multiplier=1, reuse=None, scope='resnet_v1_101'):
     """ResNet-101 v1: blocks of 3, 4, 23 and 3 units."""
-    return _resnet_v1_of_depth(101, **locals())
+    return _resnet_v1_of_depth(101, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, store_non_strided_activations, min_base_depth,
+                               depth_multiplier, reuse, scope)
 
 
 def resnet_v1_152(inputs, num_classes=None, is_training=True, global_pool=True,
                   output_stride=None, store_non_strided_activations=False, spatial_squeeze=True,
                   min_base_depth=8, depth_multiplier=1, reuse=None, scope='resnet_v1_152'):
     """ResNet-152 v1: blocks of 3, 8, 36 and 3 units."""
-    return _resnet_v1_of_depth(152, **locals())
+    return _resnet_v1_of_depth(152, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, store_non_strided_activations, min_base_depth,
+                               depth_multiplier, reuse, scope)
 
 
 def resnet_v1_200(inputs, num_classes=None, is_training=True, global_pool=True,
                   output_stride=None, store_non_strided_activations=False, spatial_squeeze=True,
                   min_base_depth=8, depth_multiplier=1, reuse=None, scope='resnet_v1_200'):
     """ResNet-200 v1 (the depth of He et al. 2016): blocks of 3, 24, 36 and 3 units."""
-    return _resnet_v1_of_depth(200, **locals())
+    return _resnet_v1_of_depth(200, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, store_non_strided_activations, min_base_depth,
+                               depth_multiplier, reuse, scope)
 
 
 for _builder in (resnet_v1_50, resnet_v1_101, resnet_v1_152, resnet_v1_200):

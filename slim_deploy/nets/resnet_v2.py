@@ -112,25 +112,29 @@ def _resnet_v2_of_depth(layers, inputs, num_classes, is_training, global_pool, o
 def resnet_v2_50(inputs, num_classes=None, is_training=True, global_pool=True,
                  output_stride=None, spatial_squeeze=True, reuse=None, scope='resnet_v2_50'):
     """ResNet-50 v2: blocks of 3, 4, 6 and 3 units."""
-    return _resnet_v2_of_depth(50, **locals())
+    return _resnet_v2_of_depth(50, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, reuse, scope)
 
 
 def resnet_v2_101(inputs, num_classes=None, is_training=True, global_pool=True,
                   output_stride=None, spatial_squeeze=True, reuse=None, scope='resnet_v2_101'):
     """ResNet-101 v2: blocks of 3, 4, 23 and 3 units."""
-    return _resnet_v2_of_depth(101, **locals())
+    return _resnet_v2_of_depth(101, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, reuse, scope)
 
 
 def resnet_v2_152(inputs, num_classes=None, is_training=True, global_pool=True,
                   output_stride=None, spatial_squeeze=True, reuse=None, scope='resnet_v2_152'):
     """ResNet-152 v2: blocks of 3, 8, 36 and 3 units."""
-    return _resnet_v2_of_depth(152, **locals())
+    return _resnet_v2_of_depth(152, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, reuse, scope)
 
 
 def resnet_v2_200(inputs, num_classes=None, is_training=True, global_pool=True,
                   output_stride=None, spatial_squeeze=True, reuse=None, scope='resnet_v2_200'):
     """ResNet-200 v2: blocks of 3, 24, 36 and 3 units."""
-    return _resnet_v2_of_depth(200, **locals())
+    return _resnet_v2_of_depth(200, inputs, num_classes, is_training, global_pool, output_stride,
+                               spatial_squeeze, reuse, scope)
 
 
 for _builder in (resnet_v2_50, resnet_v2_101, resnet_v2_152, resnet_v2_200):

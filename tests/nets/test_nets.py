@@ -43,6 +43,16 @@ def test_every_network_builds_logits_at_its_default_size(name):
         assert end_points['AuxLogits'].shape.as_list() == [2, NUM_CLASSES]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ['resnet_v1_50', 'resnet_v2_50'])
+def test_the_resnets_build_converted_by_autograph(name):
+    """As tf.distribute's strategies convert a model function (MirroredStrategy.run): the
+    builders by depth once passed their locals(), which then held autograph's own."""
+    with tf.Graph().as_default():
+        logits, _ = tf.autograph.to_graph(_build)(name)
+    assert logits.shape.as_list() == [2, NUM_CLASSES]
+
+
 LENET_VARIABLES = {
     'LeNet/conv1/weights': [5, 5, 1, 32], 'LeNet/conv1/biases': [32],
     'LeNet/conv2/weights': [5, 5, 32, 64], 'LeNet/conv2/biases': [64],
