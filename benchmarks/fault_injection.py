@@ -86,14 +86,6 @@ def training_flags(args, train_dir, dataset_dir):
             f'--save_interval_secs={args.save_interval_secs}', *args.training_flags]
 
 
-def prepare_digits(directory):
-    """Converts the embedded digits into `directory`; returns it."""
-    from slim_deploy.image_classifier import verbosity
-    verbosity.start()  # Before TensorFlow is imported.
-    from slim_deploy.datasets import digits
-    return digits.prepare(directory)
-
-
 def fault_injection(args, work_dir):
     """Runs the job with its kills and evaluates it; returns the summary (a JSON-able dict),
     its 'failure' a one-line reason or None."""
@@ -115,7 +107,7 @@ def fault_injection(args, work_dir):
         'seconds': None, 'failure': None}
     job = None
     try:
-        dataset_dir = args.dataset_dir or prepare_digits(os.path.join(work_dir, 'digits'))
+        dataset_dir = args.dataset_dir or harness.prepare_digits(os.path.join(work_dir, 'digits'))
         with open(summary['log'], 'w') as log:
             job = harness.LaunchedJob(launcher_options(args),
                                       training_flags(args, train_dir, dataset_dir), log,

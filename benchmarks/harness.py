@@ -45,11 +45,13 @@ its stdin and a reply per line on its stdout:
 A training job through the launcher: LaunchedJob(launcher_options, training_flags, log,
 echo) runs `python -m slim_deploy.cluster.launch OPTIONS -- python train_image_classifier.py
 FLAGS`; pump(timeout) takes its output lines (into `log`, and onto stderr if `echo`) and records
-what they tell: the global step, each task's incarnations, progress, restarts, resumes,
-stops and ends, and with --emulated_hosts the hosts (to partition and heal).
-record_tasks() -> {task: pid}; kill() ends the launcher and every process under it;
-leftovers() names (and kills) the task processes that outlived it. final_checkpoint_step()
-and evaluate() tell where a training run ended and how accurate it is.
+what they tell: the global step, each task's incarnations, progress (each progress line's
+global step and the time it was taken), restarts, resumes, stops and ends, and with
+--emulated_hosts the hosts (to partition and heal). record_tasks() -> {task: pid}; kill()
+ends the launcher and every process under it; leftovers() names (and kills) the task
+processes that outlived it. prepare_digits(directory) converts the embedded digits for the
+job to train on; final_checkpoint_step() and evaluate() tell where a training run ended and
+how accurate it is.
 
 Rounds and statistics:
   rounds(names, count, measure, done=None) -> {name: [measure(name) of each round]}, every
@@ -420,6 +422,7 @@ class LaunchedJob:
         self.step = None  # The global step of the last progress line of any task.
         self.started = {}  # {task: number of the line its latest incarnation started with}.
         self.stepped = {}  # {task: number of its last progress line}.
+        self.progress = {}  # {task: [(global step, time.monotonic() its line was taken)]}.
         self.restarts = []  # [(line number, task, 'it' or 'the whole job', line)].
         self.resumed = []  # [(line number, task, checkpoint step)].
         self.stopped = []  # [(line number, task, global step)]: stopped by SIGTERM.
@@ -509,12 +512,21 @@ class LaunchedJob:
         elif step := STEP.match(text):
             self.step = int(step[1])
             self.stepped[task] = self.count
+            self.progress.setdefault(task, []).append((self.step, time.monotonic()))
         elif resuming := RESUMING.match(text):
             self.resumed.append((self.count, task, int(resuming[1])))
         elif stopped := STOPPED.match(text):
             self.stopped.append((self.count, task, int(stopped[1])))
         elif finished := FINISHED.match(text):
             self.finished[task] = tuple(map(int, finished.groups()))
+
+
+def prepare_digits(directory):
+    """Converts the embedded digits into `directory`; returns it. (Imports TensorFlow.)"""
+    from slim_deploy.image_classifier import verbosity
+    verbosity.start()  # Before TensorFlow is imported.
+    from slim_deploy.datasets import digits
+    return digits.prepare(directory)
 
 
 def final_checkpoint_step(train_dir):
