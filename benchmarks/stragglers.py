@@ -80,10 +80,10 @@ def training_flags(args, mode, train_dir, dataset_dir):
 def steps_per_sec(progress, first):
     """The global steps per second of a task's `progress` ([(global step, time it was
     seen)]) from its first line at global step `first` or later to its last line."""
-    start = next((step, seen) for step, seen in progress if step >= first)
+    start = next(((step, seen) for step, seen in progress if step >= first), None)
+    if start is None or progress[-1][0] <= start[0]:
+        raise harness.BenchmarkError(f'the chief logged no step after global step {first}')
     end = progress[-1]
-    if end[0] <= start[0]:
-        raise harness.BenchmarkError(f'the chief logged no step after global step {start[0]}')
     return (end[0] - start[0]) / (end[1] - start[1])
 
 
@@ -109,7 +109,7 @@ def run(args, mode, case, work_dir, dataset_dir):
     if job.process.returncode:
         raise harness.BenchmarkError(f'{name}: the launcher exited with code '
                                      f'{job.process.returncode}; its output: {log_path}')
-    return steps_per_sec(job.progress['worker:0'], args.warmup_steps)
+    return steps_per_sec(job.progress.get('worker:0', []), args.warmup_steps)
 
 
 def stragglers(args, work_dir, log):

@@ -18,8 +18,10 @@ def test_the_rate_runs_from_the_first_line_at_the_warmup_step_to_the_last():
 
 
 def test_a_chief_that_logged_nothing_after_the_warmup_is_an_error():
-    with pytest.raises(stragglers.harness.BenchmarkError, match='no step after global step 6'):
-        stragglers.steps_per_sec([(2, 1.0), (6, 2.0)], 5)
+    for progress in ([(2, 1.0), (6, 2.0)], [(2, 1.0)], []):
+        with pytest.raises(stragglers.harness.BenchmarkError,
+                           match='no step after global step 5'):
+            stragglers.steps_per_sec(progress, 5)
 
 
 def test_the_straggler_is_the_last_worker_on_a_slower_link():
