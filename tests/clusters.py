@@ -36,6 +36,15 @@ def steps_run(lines):
     return int(match[1]), int(match[2])
 
 
+def sync_counts(lines):
+    """(updates, gradients applied, dropped, pushed) of the chief's 'Sync replicas: ...' line
+    among `lines`."""
+    (match,) = [m for m in (re.search(r'Sync replicas: (\d+) updates applied (\d+) gradients; '
+                                      r'(\d+) of the (\d+) gradients pushed were dropped', line)
+                            for line in lines) if m]
+    return tuple(map(int, match.groups()))
+
+
 def assert_restores(train_dir, step):
     """The latest checkpoint restores into a fresh lenet graph at global step `step`."""
     with tf.Graph().as_default():

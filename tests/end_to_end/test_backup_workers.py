@@ -9,7 +9,7 @@ import pytest
 
 from slim_deploy.cluster import launch
 
-from clusters import Cluster, assert_restores, steps_run
+from clusters import Cluster, assert_restores, steps_run, sync_counts
 from helpers import checkpoint_step, train_args
 
 pytestmark = pytest.mark.cluster
@@ -39,9 +39,7 @@ def test_a_late_worker_is_waited_for_by_none_and_its_stale_gradients_are_dropped
     assert codes == {'worker:0': 0, 'worker:1': 0, 'worker:2': 0}, chief[-3000:]
     assert advanced >= 4  # The two others updated without the frozen one.
     assert steps_run(chief.splitlines())[0] == 120
-    (sync,) = re.findall(r'Sync replicas: (\d+) updates applied (\d+) gradients; (\d+) of '
-                         r'the (\d+) gradients pushed were dropped', chief)
-    updates, applied, dropped, pushed = map(int, sync)
+    updates, applied, dropped, pushed = sync_counts(chief.splitlines())
     assert (updates, applied) == (120, 240) and pushed == applied + dropped
     assert dropped >= 1  # The late worker's gradient of the step it was frozen in, at least.
     assert checkpoint_step(train_dir) == 120

@@ -12,7 +12,7 @@ import pytest
 from slim_deploy.cluster import launch
 from slim_deploy.common.errors import AddressInUse
 
-from clusters import Cluster, assert_restores, launch_cluster, steps_run, task_lines
+from clusters import Cluster, assert_restores, launch_cluster, steps_run, sync_counts, task_lines
 from helpers import (
     ENV,
     TRAIN,
@@ -66,10 +66,7 @@ def test_sync_workers_end_cleanly_and_count_dropped_gradients(digits_dir, tmp_pa
         compression != 'none')
     assert steps_run(task_lines(output, 'worker:0'))[0] == 30
     assert steps_run(task_lines(output, 'worker:1'))[0] == 30
-    (sync,) = [re.search(r'Sync replicas: (\d+) updates applied (\d+) gradients; (\d+) of '
-                         r'the (\d+) gradients pushed were dropped', line)
-               for line in task_lines(output, 'worker:0') if 'Sync replicas' in line]
-    updates, applied, dropped, pushed = map(int, sync.groups())
+    updates, applied, dropped, pushed = sync_counts(task_lines(output, 'worker:0'))
     assert (updates, applied) == (30, 60) and pushed == applied + dropped
     assert checkpoint_step(tmp_path) == 30
     assert_restores(tmp_path, 30)

@@ -31,7 +31,7 @@ def differing(a_dir, b_dir, step):
     return sorted(name for name in a if not np.array_equal(a[name], b[name]))
 
 
-def train_twice(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS):
+def train_resuming(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS):
     """Trains to each of `stops` in tmp_path/name (resuming), with `flags`, as one
     process or through the launcher with `launch` (its options); returns the train_dir."""
     train_dir = tmp_path / name
@@ -55,18 +55,18 @@ def train_twice(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS):
      '--train_image_size=32', '--batch_size=8'),
 ], ids=['parameter_server', 'replicated'])
 def test_seeded_runs_in_one_process_are_bit_identical(tmp_path, digits_dir, flags):
-    first = train_twice(tmp_path, digits_dir, 'first', '--seed=7', *flags)
-    second = train_twice(tmp_path, digits_dir, 'second', '--seed=7', *flags)
+    first = train_resuming(tmp_path, digits_dir, 'first', '--seed=7', *flags)
+    second = train_resuming(tmp_path, digits_dir, 'second', '--seed=7', *flags)
     for step in STEPS:
         assert differing(first, second, step) == []
-    other = train_twice(tmp_path, digits_dir, 'other', '--seed=8', *flags, stops=STEPS[:1])
+    other = train_resuming(tmp_path, digits_dir, 'other', '--seed=8', *flags, stops=STEPS[:1])
     assert len(differing(first, other, STEPS[0])) > 8
 
 
 @pytest.mark.cluster
 def test_seeded_collective_workers_are_bit_identical(tmp_path, digits_dir):
     launch = ('--num_ps_tasks=0', '--worker_replicas=2')
-    runs = [train_twice(tmp_path, digits_dir, name, '--seed=7', '--variable_update=collective',
+    runs = [train_resuming(tmp_path, digits_dir, name, '--seed=7', '--variable_update=collective',
                         launch=launch) for name in ('first', 'second')]
     for step in STEPS:
         assert differing(*runs, step) == []
@@ -77,7 +77,7 @@ def test_seeded_synchronous_workers_aggregate_in_worker_order(tmp_path, digits_d
     """Each update takes one gradient of each worker (none dropped), summed in worker order:
     two runs give the same bits."""
     launch = ('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas')
-    runs = [train_twice(tmp_path, digits_dir, name, '--seed=7', '--replicas_to_aggregate=2',
+    runs = [train_resuming(tmp_path, digits_dir, name, '--seed=7', '--replicas_to_aggregate=2',
                         launch=launch) for name in ('first', 'second')]
     for step in STEPS:
         assert differing(*runs, step) == []
