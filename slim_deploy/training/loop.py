@@ -108,6 +108,7 @@ class MonitorHook(tf.train.SessionRunHook):
         self._last_global_step = None
         self._started = None  # Time of the first step's end.
         self._alone = False
+        self._writer = None  # The FileWriter of summary_dir, once a summary is written.
 
     @property
     def local_steps(self):
@@ -181,8 +182,13 @@ class MonitorHook(tf.train.SessionRunHook):
             summary = tf.Summary(value=[
                 tf.Summary.Value(tag='throughput/examples_per_sec', simple_value=examples_per_sec),
                 tf.Summary.Value(tag='throughput/sec_per_step', simple_value=sec_per_step)])
-            tf.summary.FileWriterCache.get(self._summary_dir).add_summary(summary, step)
+            self._writer = tf.summary.FileWriterCache.get(self._summary_dir)
+            self._writer.add_summary(summary, step)
         self._last_time, self._last_global_step, self._last_runs = now, step, self._runs
+
+    def end(self, session):
+        if self._writer is not None:
+            self._writer.flush()
 
 
 class SignalStop:
