@@ -154,7 +154,8 @@ def label(args, name):
 
 def start_setup(processes, hosts, args, name, link_gbps):
     """Starts run `name`'s tasks, each on its emulated host of `hosts` (its ps tasks
-    first); returns its workers (of harness.Processes `processes`)."""
+    first); returns its workers (of harness.Processes `processes`). link_gbps: the links'
+    Gbit/s that the workers' step bound is reported for (None: no report)."""
     setup = setup_of(name)
     cluster = launch.emulated_cluster_spec(hosts, ps_tasks(args, name), args.workers)
     role = dict(kind=setup.kind, precision=precision_of(name), xla=False, cluster=cluster,
@@ -171,13 +172,15 @@ def start_setup(processes, hosts, args, name, link_gbps):
     workers = []
     for index in range(args.workers):
         workers.append(start(f'worker:{index}', dict(
-            role, index=index, sync_replicas=setup.sync_replicas, link_gbps=link_gbps)))
+            role, index=index, sync_replicas=setup.sync_replicas,
+            **({} if link_gbps is None else {'link_gbps': link_gbps}))))
     return workers
 
 
 def measure_link(args, rate, link_gbps, log):
-    """Runs every setup on links of `rate` (a tc rate of `link_gbps` Gbit/s); returns that
-    bandwidth's results (a JSON-able dict). `log`: progress lines."""
+    """Runs every setup on links of `rate` (a tc rate of `link_gbps` Gbit/s; both None: links
+    without a limit, and no bound); returns that bandwidth's results (a JSON-able dict).
+    `log`: progress lines."""
     started = time.monotonic()
     results, processes, workers = {}, {}, {}
     global_steps = {}  # {setup: the global step its synchronous replicas reached}.
@@ -203,8 +206,9 @@ def measure_link(args, rate, link_gbps, log):
             results[name] = dict(
                 label=label(args, name), processes=args.workers + ps_tasks(args, name),
                 loss_first=first[0]['ready'], startup=first[0]['startup'],
-                network=first[0]['network'], bound_secs=first[0]['network']['bound_secs'])
-            log(f'{rate} {label(args, name)}: first step after '
+                network=first[0].get('network'),
+                bound_secs=first[0].get('network', {}).get('bound_secs'))
+            log(f'{rate or "unlimited"} {label(args, name)}: first step after '
                 f"{first[0]['startup']['to_first_step_secs']:.1f} s")
         warming = args.setups if args.warmup_steps else []  # Together.
         for name in warming:
@@ -218,7 +222,7 @@ def measure_link(args, rate, link_gbps, log):
             args.setups, args.rounds,
             lambda name: trainers.run_steps(processes[name], workers[name], args.steps,
                                             until(name, args.steps)),
-            done=lambda number: log(f'{rate}: round {number}/{args.rounds} done, '
+            done=lambda number: log(f'{rate or "unlimited"}: round {number}/{args.rounds} done, '
                                     f'{time.monotonic() - started:.0f} s'))
     for name, result in results.items():
         result.update(trainers.summary(measured[name]))

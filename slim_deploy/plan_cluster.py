@@ -16,8 +16,11 @@ The network bytes are those the trainer's start-up plan prints with --link_gbps,
 graphs deploy() builds of --model_name (2 workers on a ps task, and 2 collective workers). The
 compute is one worker's step of one clone on --batch_size synthetic images, timed on this
 machine (--measure_steps steps after one to warm up, and as many of the forward pass alone),
-unless --compute_secs gives it (and --forward_fraction its forward pass; default 1/3). The
-work is slim_deploy.deployment.sizing.plan.
+unless --compute_secs gives it (and --forward_fraction its forward pass; default 1/3).
+--overlap says how much of backprop and the sending of its gradients run at once (default 1:
+wholly). --link_gbps is the rate the tensors' bytes get: TCP over Ethernet frames of 1,500
+bytes carries about 0.94 of a link's nominal rate. The work is
+slim_deploy.deployment.sizing.plan.
 
 Exit code: 0; 2 a bad flag (one line naming it).
 """
@@ -25,6 +28,7 @@ from slim_deploy.image_classifier import verbosity
 
 verbosity.start()  # Before TensorFlow is imported.
 
+import dataclasses  # noqa: E402
 import math  # noqa: E402
 
 from absl import flags  # noqa: E402
@@ -55,6 +59,10 @@ flags.DEFINE_float('compute_secs', None, "Seconds of one worker's training step 
 flags.DEFINE_float('forward_fraction', None, "The forward pass's part of --compute_secs, in "
                    f'[0, 1); default {FORWARD_FRACTION:.3g}. Timed with the step without '
                    '--compute_secs.')
+flags.DEFINE_float('overlap', 1.0, 'The share of the shorter of backprop and the sending of its '
+                   'gradients that hides behind the longer: 1 (all of it) gives the fastest '
+                   'step a mode can go; about 0.5 on CPU workers (the Sizing page).',
+                   lower_bound=0, upper_bound=1)
 flags.DEFINE_integer('measure_steps', 3, 'Steps timed (after one to warm up) to measure the '
                      'compute.', lower_bound=1)
 flags.DEFINE_float('straggler', 1.0, 'One worker is this many times slower than the others.',
@@ -109,7 +117,7 @@ def given_compute():
     fraction = FORWARD_FRACTION if FLAGS.forward_fraction is None else FLAGS.forward_fraction
     if not 0 <= fraction < 1:
         raise UsageError(f'--forward_fraction must be in [0, 1), got {fraction}')
-    return sizing.Compute(FLAGS.compute_secs, FLAGS.compute_secs * fraction)
+    return sizing.Compute(FLAGS.compute_secs, FLAGS.compute_secs * fraction, FLAGS.overlap)
 
 
 def compute(given, num_classes):
@@ -119,8 +127,9 @@ def compute(given, num_classes):
                        f'{given.forward / given.seconds:.3g} of it (--forward_fraction)')
     print(f'Timing {FLAGS.measure_steps} training steps of {FLAGS.model_name} on this machine '
           '...', flush=True)
-    measured = sizing_figures.measure_compute(FLAGS.model_name, FLAGS.batch_size, num_classes,
-                                              FLAGS.measure_steps)
+    measured = dataclasses.replace(
+        sizing_figures.measure_compute(FLAGS.model_name, FLAGS.batch_size, num_classes,
+                                       FLAGS.measure_steps), overlap=FLAGS.overlap)
     return measured, (f'measured on this machine (median of {FLAGS.measure_steps} steps), '
                       f'the forward pass {network_traffic.human_seconds(measured.forward)}')
 
@@ -158,7 +167,9 @@ def main(argv):
           f'clone, {FLAGS.num_clones} clone{plural} per worker'
           + (f', one worker {FLAGS.straggler:g} times slower' if FLAGS.straggler > 1 else '')
           + (f', {FLAGS.backup_workers} backup workers' if FLAGS.backup_workers else ''))
-    print(f'compute  {network_traffic.human_seconds(computed.seconds)} per worker step: {source}')
+    print(f'compute  {network_traffic.human_seconds(computed.seconds)} per worker step: {source}'
+          + (f'; {computed.overlap:g} of backprop and its sending overlap (--overlap)'
+             if computed.overlap < 1 else ''))
     print(f'traffic  {traffic_text(ps_traffic, collective_traffic)}')
     for link_gbps in links:
         plans = [sizing.plan(ps_traffic, collective_traffic, computed, count, link_gbps, tasks,

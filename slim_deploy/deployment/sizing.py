@@ -19,23 +19,26 @@ each way (network_traffic.AllReduces) for N = W x clones members. A StepTraffic 
 one small graph (2 workers, 1 ps task) thus stands for any W and P.
 
 Units: seconds; bytes; link bandwidth in Gbit/s (10^9 bit/s) each way, full duplex, the same
-for every host; t(x) = x x 8 / (link_gbps x 10^9), the seconds x bytes take on a link. Latency,
-protocol overhead and the bytes inside function bodies (network_traffic's caveats) are not
-counted, so predictions are the fastest a mode can go.
+for every host; t(x) = x x 8 / (link_gbps x 10^9), the seconds x bytes take on a link. The
+bytes are the tensors' own: link_gbps is the rate they get (TCP over Ethernet frames of 1,500
+bytes carries about 0.94 of the wire's). Latency and the bytes inside function bodies
+(network_traffic's caveats) are not counted.
 
 The model. c: the seconds of one worker's step (forward pass, backprop and update, its clones
 in parallel on their own devices); c_f of it the forward pass, c_b = c - c_f. One worker may
 be a straggler, k >= 1 times slower (c, c_f, c_b all times k). A step is one step of every
 worker (an update, for synchronous modes); it applies A worker steps' gradients: W, or
-W - backup workers for synchronous ps.
+W - backup workers for synchronous ps. Backprop and the sending of its gradients run at
+once, the shorter hidden behind the longer by the share o (Compute.overlap; 1: wholly):
+b || g = max(b, g) + (1 - o) min(b, g).
 
 - Collective: deploy()'s all-reduce packs cross while backprop computes the gradients of the
   layers below them, but not during the forward pass, and every member waits for the
-  slowest:  step = k c_f + max(k c_b, t(ring)).
+  slowest:  step = k c_f + (k c_b || t(ring)).
 - A ps worker's own cycle: it reads the variables (its link's 'in'), computes the forward
   pass, then sends each gradient as backprop makes it:  cycle(c) = t(L) - t(out) + c_f +
-  max(c_b, t(out)), L the worker link's bytes by its rule (in + out when every gradient waits
-  for every read: t(in) + c_f + max(c_b, t(out))).
+  (c_b || t(out)), L the worker link's bytes by its rule (in + out when every gradient waits
+  for every read: t(in) + c_f + (c_b || t(out))).
 - Asynchronous ps: workers do not wait for each other, and a ps task's link serves some
   while others compute; W worker steps need t(L_ps) of the busiest ps link. With a straggler
   the others step at their own pace: worker steps per second r = (W - 1) / cycle(c) +
@@ -43,7 +46,7 @@ W - backup workers for synchronous ps.
 - Synchronous ps: the busiest ps link passes its bytes 'out then in' (every worker's reads,
   in turn, then the gradients); the last worker to read still computes its forward pass, and
   its backprop overlaps its own gradients, g = t(L_ps.bytes_in / W):  step = max(cycle(c),
-  t(L_ps) - g + c_f + max(c_b, g)), with c times k when the update waits for every worker.
+  t(L_ps) - g + c_f + (c_b || g)), with c times k when the update waits for every worker.
   With backup workers (an update aggregates W - B gradients, B >= 1) the update does not wait
   for the straggler (c stays c), the ps link passes 'each way' (network_traffic's rule when
   workers do not step in lockstep), and the B slowest gradients are dropped (A = W - B).
@@ -71,14 +74,19 @@ TOLERANCE = 0.01  # Relative: steps (and scalings) closer than 1% count as equal
 @dataclasses.dataclass(frozen=True)
 class Compute:
     """One worker's computation per step, in seconds: `seconds` the whole step (forward pass,
-    backprop and update; its clones in parallel), `forward` the forward pass of it."""
+    backprop and update; its clones in parallel), `forward` the forward pass of it; `overlap`
+    the share of the shorter of backprop and the sending of its gradients that runs hidden
+    behind the longer (1: all of it; 0: one after the other)."""
     seconds: float
     forward: float
+    overlap: float = 1.0
 
     def __post_init__(self):
         if not 0 < self.seconds or not 0 <= self.forward <= self.seconds:
             raise ValueError(f'compute needs 0 < seconds and 0 <= forward <= seconds, got '
                              f'seconds={self.seconds!r}, forward={self.forward!r}')
+        if not 0 <= self.overlap <= 1:
+            raise ValueError(f'compute needs 0 <= overlap <= 1, got overlap={self.overlap!r}')
 
     @property
     def backward(self):
@@ -87,7 +95,14 @@ class Compute:
 
     def times(self, factor):
         """This computation `factor` times slower."""
-        return Compute(self.seconds * factor, self.forward * factor)
+        return dataclasses.replace(self, seconds=self.seconds * factor,
+                                   forward=self.forward * factor)
+
+    def backprop_with(self, sending):
+        """Seconds of backprop and of `sending` (seconds of its gradients' transfer) run at
+        once: max(backward, sending) + (1 - overlap) min(backward, sending)."""
+        return (max(self.backward, sending) +
+                (1 - self.overlap) * min(self.backward, sending))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +145,8 @@ def collective(traffic, compute, workers, link_gbps, clones=1, straggler=1.0):
     sized = dataclasses.replace(traffic, workers=workers, all_reduces=reduces,
                                 worker=Link('worker', ring, ring, ring, EACH_WAY))
     slow = compute.times(straggler)
-    seconds = slow.forward + max(slow.backward,
-                                 network_traffic.transfer_seconds(ring, link_gbps))
+    seconds = slow.forward + slow.backprop_with(network_traffic.transfer_seconds(ring,
+                                                                                 link_gbps))
     return _prediction(COLLECTIVE, sized, None, compute, seconds, workers, link_gbps)
 
 
@@ -169,7 +184,7 @@ def synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggle
         busiest_ps = max(sized.ps_tasks, key=lambda link: link.bytes)
         gradients = network_traffic.transfer_seconds(busiest_ps.bytes_in / workers, link_gbps)
         ps_step = (network_traffic.transfer_seconds(busiest_ps.bytes, link_gbps) - gradients +
-                   waited.forward + max(waited.backward, gradients))
+                   waited.forward + waited.backprop_with(gradients))
         seconds = max(_cycle(sized.worker, waited, link_gbps), ps_step)
         return _prediction(SYNC_PS, sized, tasks, compute, seconds, workers - backup_workers,
                            link_gbps)
@@ -274,10 +289,10 @@ def _with_ps_tasks(predict, traffic, ps_tasks):
 def _cycle(worker, compute, link_gbps):
     """A ps worker's own step, in seconds: its link `worker`'s bytes pass by its rule, with
     the forward pass after its reads and backprop overlapping its gradients:
-    t(bytes) - t(out) + forward + max(backward, t(out))."""
+    t(bytes) - t(out) + forward + (backward || t(out))."""
     out = network_traffic.transfer_seconds(worker.bytes_out, link_gbps)
     return (network_traffic.transfer_seconds(worker.bytes, link_gbps) - out + compute.forward +
-            max(compute.backward, out))
+            compute.backprop_with(out))
 
 
 def _prediction(mode, traffic, ps_tasks, compute, seconds, applied, link_gbps):

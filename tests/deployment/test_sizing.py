@@ -83,6 +83,20 @@ def test_every_collective_member_waits_for_a_straggler():
     assert late.scaling == pytest.approx(0.5)
 
 
+def test_overlap_hides_only_its_share_of_the_shorter_of_backprop_and_the_sending():
+    """Half an overlap: collective on 4 members at 1 Gbit/s hides 6 of the ring's 12 ms behind
+    backprop's 20: 10 + 20 + 6 = 36 ms. An asynchronous worker without overlap reads (8 ms),
+    computes (30 ms), then sends (8 ms): 46 ms. A slower worker keeps its overlap."""
+    half = dataclasses.replace(COMPUTE, overlap=0.5)
+    collective = sizing.collective(collective_step(), half, workers=4, link_gbps=1)
+    assert collective.seconds == pytest.approx(0.036)
+    assert collective.scaling == pytest.approx(0.030 / 0.036)
+    none = dataclasses.replace(COMPUTE, overlap=0)
+    cycle = sizing.asynchronous_ps(ps_step(), none, workers=2, link_gbps=1, ps_tasks=1)
+    assert cycle.seconds == pytest.approx(0.046)
+    assert half.times(2) == Compute(0.060, 0.020, overlap=0.5)
+
+
 def test_asynchronous_workers_read_compute_then_send_and_share_the_ps_link():
     """A worker's cycle: its reads (8 ms), the forward pass (10 ms), backprop (20 ms) while
     its gradients pass (8 ms): 38 ms. 4 workers' steps pass 4 MB each way through ps task 0,
@@ -199,6 +213,7 @@ def test_plan_rows_print_each_mode_and_mark_the_recommended_one():
 @pytest.mark.parametrize('call, message', [
     (lambda: Compute(0, 0), 'compute needs 0 < seconds and 0 <= forward <= seconds'),
     (lambda: Compute(0.01, 0.02), 'compute needs 0 < seconds'),
+    (lambda: Compute(0.01, 0.005, overlap=1.5), 'compute needs 0 <= overlap <= 1'),
     (lambda: sizing.collective(collective_step(), COMPUTE, 0, 1), 'workers must be a whole'),
     (lambda: sizing.collective(collective_step(), COMPUTE, 2.5, 1), 'workers must be a whole'),
     (lambda: sizing.collective(collective_step(), COMPUTE, 2, 0), 'link_gbps must be'),

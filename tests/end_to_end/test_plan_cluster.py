@@ -56,6 +56,19 @@ def test_a_given_compute_is_planned_for_each_size_link_and_mode():
                                                                abs=5e-4)
 
 
+def test_overlap_is_the_share_of_backprop_and_its_sending_run_at_once():
+    # 8 collective workers at 1 Gbit/s, half overlapping: the forward pass (13.3 ms), the
+    # ring (183.5 ms) and half of backprop's 26.7 ms.
+    result = run_script('plan_cluster.py', '--model_name=lenet', '--compute_secs=0.04',
+                        '--worker_replicas=8', '--link_gbps=1', '--overlap=0.5')
+    assert result.returncode == 0, result.stderr
+    assert ('; 0.5 of backprop and its sending overlap (--overlap)'
+            in result.stdout.splitlines()[2])
+    ring = 2 * 7 * LENET_BYTES // 8
+    assert rows(result.stdout)[8, 'collective'][1] == pytest.approx(
+        0.04 / 3 + ring * 8 / 1e9 + 0.5 * 0.08 / 3, abs=5e-4)
+
+
 def test_the_done_case_resnet_v1_50_on_256_workers_at_10_gbits():
     """The command the docs lead with, with the compute given (timing ResNet-50 takes a
     minute): collective is recommended, its ring's 2 x 255/256 of the gradients each way."""
@@ -99,6 +112,7 @@ def test_the_compute_is_timed_here_unless_given():
     (['--compute_secs=1', '--forward_fraction=1'], '--forward_fraction must be in [0, 1), '
                                                    'got 1.0'),
     (['--compute_secs=0'], '--compute_secs must be > 0, got 0.0'),
+    (['--overlap=1.5'], 'flag --overlap=1.5: 1.5 is not a number in the range [0, 1]'),
     (['--backup_workers=2', '--worker_replicas=1,2'],
      '--backup_workers=2 leaves no gradient to aggregate with --worker_replicas=2'),
 ])

@@ -1,0 +1,201 @@
+"""How training scales from 2 to 8 workers on slow links, measured against the sizing planner.
+
+    python -m benchmarks.scaling [--model_name lenet] [--workers 2,4,8]
+        [--link_bandwidth 250mbit,1gbit] [--setups parameter_server,sync_replicas,collective]
+        [--num_ps_tasks 2] [--overlap 0.5] [--batch_size 32] [--steps 10] [--warmup_steps 3]
+        [--rounds 1] [--json]
+
+For each number of workers (--workers) and each setup of benchmarks.network (by its names:
+parameter_server, asynchronous; sync_replicas; collective; multi_worker_mirrored), a cluster
+of that many workers (and --num_ps_tasks ps tasks for the first two) trains --model_name on
+emulated hosts, one host per task, as benchmarks.network runs it (needs root): first on links
+without a limit, then on links of each --link_bandwidth, a cluster of its own each time.
+
+Emulated hosts share this machine's cores, so a worker's compute grows with the number of
+workers. The planner assumes a host per worker; it is given, for each setup and number of
+workers, the step measured on the unlimited links as the worker's compute c (what the mode's
+step costs the shared cores, with nothing of the network), its forward pass the fraction
+that one worker measures alone here (sizing_figures.measure_compute), and --overlap, the
+share of backprop and the sending of its gradients that run at once (sizing.Compute's: on
+workers that share cores, the transfers' copies and sums take the cores backprop needs).
+From these and the bytes of the step (sizing_figures.step_traffics: the same traffic model
+as --link_gbps), it predicts the step on each limited link (slim_deploy.deployment.sizing's
+model of the mode; MultiWorkerMirroredStrategy's ring is collective's) at the rate the
+tensors' bytes get: the link's rate times PAYLOAD_SHARE, as tc counts whole Ethernet frames
+of which TCP's payload is 1,448 of 1,514 bytes. What this checks is the planner's account
+of the network: what slower links add to a step, and how much of it backprop hides.
+
+Prints per link, number of workers and setup: the measured seconds per step (a step: one
+step of every worker; an update for sync_replicas; medians over --rounds), the predicted,
+measured over predicted, and the scaling efficiency measured and predicted (c over the step:
+the share of the workers' compute the cluster turns into training at that size, 1: the links
+cost nothing). A prediction is within the target when measured over predicted lies in
+[1 - TOLERANCE, 1 + TOLERANCE]; the last line counts them. --json prints one object instead:
+`model_name`, `batch_size`, `num_ps_tasks`, `steps`, `warmup_steps`, `rounds`,
+`forward_fraction`, `overlap`, `payload_share`, `tolerance`, `seconds` and `points`:
+[{`workers`, `setup`, `label`, `compute_secs` (the unlimited links' step), `link_bandwidth`,
+`link_gbps`, `measured_secs`, `predicted_secs`, `ratio`, `scaling_measured`,
+`scaling_predicted`, `within`}], and `within` (how many points are).
+
+A cluster that fails or stops answering (--timeout_secs) ends the run with a one-line error
+and exit code 1; 2 for bad arguments. Every process and host it made is removed on exit.
+"""
+import time
+
+STARTED = time.time()  # Before anything is imported: the import's share of start-up.
+
+from slim_deploy.image_classifier import verbosity  # noqa: E402
+
+verbosity.start()  # Before TensorFlow is imported.
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+from benchmarks import network, trainers  # noqa: E402
+from benchmarks.harness import at_least, names_in  # noqa: E402
+from slim_deploy.cluster import emulated_hosts  # noqa: E402
+from slim_deploy.deployment import sizing  # noqa: E402
+from slim_deploy.image_classifier import sizing_figures  # noqa: E402
+from slim_deploy.nets import nets_factory  # noqa: E402
+
+PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
+TOLERANCE = 0.15  # Of the measured step over the predicted.
+# The share of a tc rate TCP's payload gets: tc counts each Ethernet frame of 1,514 bytes
+# (an MTU of 1,500 and its 14-byte header), 1,448 of them a segment's payload (20 bytes of
+# IP header, 32 of TCP's with timestamps).
+PAYLOAD_SHARE = 1448 / 1514
+
+
+def predict(setup, traffics, compute, workers, link_gbps, ps_tasks):
+    """The sizing.Prediction of benchmarks.network setup `setup` on `workers` workers, from
+    `traffics` ((ps step, collective step) StepTraffics), the sizing.Compute of a worker's
+    step, links of `link_gbps` Gbit/s and `ps_tasks` ps tasks."""
+    ps_traffic, collective_traffic = traffics
+    if setup == 'parameter_server':
+        return sizing.asynchronous_ps(ps_traffic, compute, workers, link_gbps, ps_tasks)
+    if setup == 'sync_replicas':
+        return sizing.synchronous_ps(ps_traffic, compute, workers, link_gbps, ps_tasks)
+    return sizing.collective(collective_traffic, compute, workers, link_gbps)
+
+
+def point(workers, setup, label, compute, rate, link_gbps, measured, prediction):
+    """The JSON-able result of one measured point: `setup` (`label`) on `workers` workers and
+    links of `rate` (`link_gbps` Gbit/s), its step measured in `measured` seconds against
+    sizing.Prediction `prediction`, `compute` the step on unlimited links."""
+    ratio = measured / prediction.seconds
+    return {'workers': workers, 'setup': setup, 'label': label, 'compute_secs': compute,
+            'link_bandwidth': rate, 'link_gbps': link_gbps,
+            'measured_secs': measured, 'predicted_secs': prediction.seconds, 'ratio': ratio,
+            'scaling_measured': compute / measured, 'scaling_predicted': prediction.scaling,
+            'within': abs(ratio - 1) <= TOLERANCE}
+
+
+def benchmark(args, log):
+    """Measures every setup on every number of workers, unlimited and on each link; returns
+    the results as a JSON-able dict. `log`: progress lines."""
+    started = time.monotonic()
+    alone = sizing_figures.measure_compute(args.model_name, args.batch_size,
+                                           trainers.NUM_CLASSES)
+    forward_fraction = alone.forward / alone.seconds
+    log(f'{args.model_name} alone here: {alone.seconds:.3f} s per step, the forward pass '
+        f'{forward_fraction:.2f} of it')
+    traffics = sizing_figures.step_traffics(args.model_name, args.batch_size,
+                                            trainers.NUM_CLASSES)
+    points = []
+    for workers in args.workers:
+        for setup in args.setups:
+            size = argparse.Namespace(**{**vars(args), 'workers': workers, 'setups': [setup]})
+            free = network.measure_link(size, None, None, log)['setups'][setup]
+            compute = free['sec_per_step']
+            given = sizing.Compute(compute, compute * forward_fraction, args.overlap)
+            for rate, link_gbps in args.link_bandwidth.items():
+                measured = network.measure_link(size, rate, link_gbps, log)['setups'][setup]
+                prediction = predict(setup, traffics, given, workers,
+                                     link_gbps * PAYLOAD_SHARE, args.num_ps_tasks)
+                points.append(point(workers, setup, measured['label'], compute, rate,
+                                    link_gbps, measured['sec_per_step'], prediction))
+                log(f"{rate}, {workers} workers, {measured['label']}: "
+                    f"{measured['sec_per_step']:.3f} s per step, predicted "
+                    f'{prediction.seconds:.3f} s')
+    return {'model_name': args.model_name, 'batch_size': args.batch_size,
+            'num_ps_tasks': args.num_ps_tasks, 'steps': args.steps,
+            'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
+            'forward_fraction': forward_fraction, 'overlap': args.overlap,
+            'payload_share': PAYLOAD_SHARE, 'tolerance': TOLERANCE, 'points': points,
+            'within': sum(p['within'] for p in points), 'seconds': time.monotonic() - started}
+
+
+def table(results):
+    """The results as printable lines."""
+    r = results
+    lines = [f"{r['model_name']}, batch {r['batch_size']} per worker, synthetic images, on "
+             f"emulated hosts (a host per task); {r['steps']} timed steps after "
+             f"{r['warmup_steps']}, medians of {r['rounds']} round(s); compute: the step on "
+             f"unlimited links, its forward pass {r['forward_fraction']:.2f} of it, overlap "
+             f"{r['overlap']:g}; links' payload {r['payload_share']:.3f} of their rate",
+             f"{'link':<8} {'workers':>7}  {'setup':<32} {'compute':>8} {'measured':>9} "
+             f"{'predicted':>9} {'ratio':>6} {'scaling':>7} {'predicted':>9}"]
+    for p in sorted(r['points'], key=lambda p: p['link_gbps']):
+        lines.append(f"{p['link_bandwidth']:<8} {p['workers']:>7}  {p['label']:<32} "
+                     f"{p['compute_secs']:>8.3f} {p['measured_secs']:>9.3f} "
+                     f"{p['predicted_secs']:>9.3f} {p['ratio']:>6.2f}"
+                     f"{'' if p['within'] else '!':<1}{p['scaling_measured']:>6.2f} "
+                     f"{p['scaling_predicted']:>9.2f}")
+    lines += ['', 'seconds per step (a step of every worker; an update of sync_replicas); '
+                  'ratio: measured / predicted, ! beyond the target; scaling: compute / step',
+              f"within {r['tolerance']:.0%} of the prediction: {r['within']} of "
+              f"{len(r['points'])} points", f"run took {r['seconds']:.0f} s"]
+    return lines
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument('--model_name', default='lenet', choices=nets_factory.NETWORKS.names,
+                        metavar='NAME', help='network of nets_factory (default lenet)')
+    parser.add_argument('--batch_size', type=at_least(1), default=32,
+                        help='images per worker and step (default 32)')
+    parser.add_argument('--workers', type=worker_counts, default=[2, 4, 8],
+                        help='comma-separated numbers of workers >= 2 (default 2,4,8)')
+    parser.add_argument('--num_ps_tasks', type=at_least(1), default=2,
+                        help='ps tasks of parameter_server and sync_replicas (default 2)')
+    parser.add_argument('--link_bandwidth', type=network.link_rates,
+                        default=network.link_rates('250mbit,1gbit'),
+                        help="comma-separated tc rates of every host's link, each way "
+                             '(default 250mbit,1gbit)')
+    parser.add_argument('--overlap', type=share, default=0.5,
+                        help='the share of backprop and the sending of its gradients that '
+                             'run at once, for the planner (default 0.5)')
+    parser.add_argument('--setups', type=names_in(tuple(network.SETUPS)),
+                        default=['parameter_server', 'sync_replicas', 'collective'],
+                        help='comma-separated: ' + ', '.join(network.SETUPS) +
+                             ' (default parameter_server,sync_replicas,collective)')
+    trainers.add_options(parser, steps=10, warmup_steps=3, rounds=1)
+    # What benchmarks.network's clusters read: synthetic data, float32, uncompressed.
+    parser.set_defaults(dataset_name=None, dataset_dir=None)
+    args = parser.parse_args(argv)
+    if 'prefetch_reads' in args.setups:
+        parser.error('--setups prefetch_reads: the planner does not model prefetched reads')
+    if not args.role:
+        try:
+            emulated_hosts.check(bandwidth=True)
+        except emulated_hosts.EmulatedHostsError as e:
+            parser.error(str(e))
+    return args
+
+
+def share(text):
+    """argparse type: a number in [0, 1]."""
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a share in [0, 1]')
+    return value
+
+
+def worker_counts(text):
+    """argparse type: comma-separated numbers of workers, each >= 2."""
+    return [at_least(2)(part.strip()) for part in text.split(',')]
+
+
+if __name__ == '__main__':
+    sys.exit(trainers.main(PROG, parse_args(), STARTED, benchmark, table,
+                           failures=(emulated_hosts.EmulatedHostsError,)))

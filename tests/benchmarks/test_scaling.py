@@ -1,0 +1,90 @@
+"""benchmarks/scaling.py: each setup predicted by the planner's model of its mode, a point's
+arithmetic, one run on emulated hosts, and its one-line mistakes.
+
+The made-up steps move 1 MB each way per worker: at 1 Gbit/s, 8 ms."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import scaling
+from slim_deploy.cluster import emulated_hosts
+from slim_deploy.deployment import sizing
+from slim_deploy.deployment.network_traffic import (
+    EACH_WAY,
+    IN_THEN_OUT,
+    AllReduces,
+    Link,
+    PsGroup,
+    StepTraffic,
+)
+
+from helpers import ENV, REPO
+
+MB = 1_000_000
+COMPUTE = sizing.Compute(seconds=0.030, forward=0.010)
+PS_STEP = StepTraffic(
+    workers=2, worker=Link('worker', MB, MB, 2 * MB, IN_THEN_OUT),
+    ps_tasks=(Link('ps task 0', 2 * MB, 2 * MB, 2 * MB, EACH_WAY),), all_reduces=None,
+    groups=(PsGroup('a', 0, received=(('a_gradient', MB, 2 * MB),),
+                    sent=(('a_read', MB, 2 * MB),)),))
+COLLECTIVE_STEP = StepTraffic(
+    workers=2, worker=Link('worker', MB, MB, MB, EACH_WAY), ps_tasks=(),
+    all_reduces=AllReduces(count=1, bytes=MB, members=2, local_members=1))
+
+
+@pytest.mark.parametrize('setup, mode', [('parameter_server', sizing.ASYNC_PS),
+                                         ('sync_replicas', sizing.SYNC_PS),
+                                         ('collective', sizing.COLLECTIVE),
+                                         ('multi_worker_mirrored', sizing.COLLECTIVE)])
+def test_each_setup_is_predicted_by_the_model_of_its_mode(setup, mode):
+    prediction = scaling.predict(setup, (PS_STEP, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 1)
+    assert prediction.mode == mode and prediction.workers == 4
+    assert prediction.ps_tasks == (None if mode == sizing.COLLECTIVE else 1)
+
+
+def test_a_point_sets_the_measured_step_against_the_predicted():
+    # Collective on 4 workers: the ring passes 2 x 3/4 x 1 MB, 12 ms, within backprop's 20.
+    prediction = scaling.predict('collective', (PS_STEP, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 1)
+    assert prediction.seconds == pytest.approx(0.030)
+    point = scaling.point(4, 'collective', 'collective', 0.030, '1gbit', 1.0, 0.034, prediction)
+    assert point['ratio'] == pytest.approx(0.034 / 0.030) and point['within']
+    assert point['scaling_measured'] == pytest.approx(0.030 / 0.034)
+    assert point['scaling_predicted'] == pytest.approx(1.0)
+    assert not scaling.point(4, 'collective', 'collective', 0.030, '1gbit', 1.0, 0.0346,
+                             prediction)['within']
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--workers=1,4'], 'argument --workers: '),
+    (['--workers=2,'], 'argument --workers: '),
+    (['--setups=prefetch_reads'], '--setups prefetch_reads: the planner does not model'),
+    (['--link_bandwidth=fast'], 'argument --link_bandwidth: '),
+])
+def test_a_mistake_is_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        scaling.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert f'error: {message}' in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_two_workers_measured_unlimited_and_on_a_link_against_the_prediction():
+    before = set(emulated_hosts.instances())
+    process = subprocess.run(
+        [sys.executable, '-m', 'benchmarks.scaling', '--workers=2', '--setups=collective',
+         '--link_bandwidth=100mbit', '--batch_size=8', '--steps=3', '--warmup_steps=1',
+         '--json'], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    report = json.loads(process.stdout)
+    (point,) = report['points']
+    assert (point['workers'], point['setup'], point['link_bandwidth']) == (2, 'collective',
+                                                                          '100mbit')
+    # lenet's ring moves its 13.1 MB of gradients each way, 1.05 s at 100 Mbit/s: far more
+    # than the step's compute.
+    assert point['measured_secs'] > point['compute_secs']
+    assert point['predicted_secs'] > point['compute_secs']
+    assert report['within'] == point['within']
+    assert set(emulated_hosts.instances()) <= before
