@@ -2,14 +2,16 @@
 
     python -m benchmarks.scaling [--model_name lenet] [--workers 2,4,8]
         [--link_bandwidth 250mbit,1gbit] [--setups parameter_server,sync_replicas,collective]
-        [--num_ps_tasks 2] [--overlap 0.5] [--batch_size 32] [--steps 10] [--warmup_steps 3]
-        [--rounds 1] [--json]
+        [--num_ps_tasks 2] [--gradient_compression none,bfloat16] [--overlap 0.5]
+        [--batch_size 32] [--steps 10] [--warmup_steps 3] [--rounds 1] [--json]
 
 For each number of workers (--workers) and each setup of benchmarks.network (by its names:
-parameter_server, asynchronous; sync_replicas; collective; multi_worker_mirrored), a cluster
-of that many workers (and --num_ps_tasks ps tasks for the first two) trains --model_name on
-emulated hosts, one host per task, as benchmarks.network runs it (needs root): first on links
-without a limit, then on links of each --link_bandwidth, a cluster of its own each time.
+parameter_server, asynchronous; sync_replicas; collective; multi_worker_mirrored), each but
+the last once per --gradient_compression (the dtype its gradients cross the links in), a
+cluster of that many workers (and --num_ps_tasks ps tasks for the first two) trains
+--model_name on emulated hosts, one host per task, as benchmarks.network runs it (needs
+root): first on links without a limit, then on links of each --link_bandwidth, a cluster of
+its own each time.
 
 Emulated hosts share this machine's cores, so a worker's compute grows with the number of
 workers. The planner assumes a host per worker; it is given, for each setup and number of
@@ -23,7 +25,11 @@ as --link_gbps), it predicts the step on each limited link (slim_deploy.deployme
 model of the mode; MultiWorkerMirroredStrategy's ring is collective's) at the rate the
 tensors' bytes get: the link's rate times PAYLOAD_SHARE, as tc counts whole Ethernet frames
 of which TCP's payload is 1,448 of 1,514 bytes. What this checks is the planner's account
-of the network: what slower links add to a step, and how much of it backprop hides.
+of the network: what slower links add to a step, and how much of it backprop hides. A run
+with 16-bit gradients is planned as plan_cluster plans it when its setup's float32 run came
+first: that run's unlimited step plus what the casts and sums cost
+(sizing.compression_seconds at the seconds per byte sizing_figures.compression_seconds_per_byte
+times here, times the sharing: the float32 step over one worker's step alone).
 
 Prints per link, number of workers and setup: the measured seconds per step (a step: one
 step of every worker; an update for sync_replicas; medians over --rounds), the predicted,
@@ -32,10 +38,12 @@ the share of the workers' compute the cluster turns into training at that size, 
 cost nothing). A prediction is within the target when measured over predicted lies in
 [1 - TOLERANCE, 1 + TOLERANCE]; the last line counts them. --json prints one object instead:
 `model_name`, `batch_size`, `num_ps_tasks`, `steps`, `warmup_steps`, `rounds`,
-`forward_fraction`, `overlap`, `payload_share`, `tolerance`, `seconds` and `points`:
-[{`workers`, `setup`, `label`, `compute_secs` (the unlimited links' step), `link_bandwidth`,
-`link_gbps`, `measured_secs`, `predicted_secs`, `ratio`, `scaling_measured`,
-`scaling_predicted`, `within`}], and `within` (how many points are).
+`alone_secs` (one worker's step alone here), `forward_fraction`, `overlap`,
+`compression_seconds_per_byte` ({compression: seconds}), `payload_share`, `tolerance`,
+`seconds` and `points`: [{`workers`, `setup`, `gradient_compression`, `label`,
+`compute_secs` (what the planner was given), `unlimited_secs` (the step on unlimited links),
+`link_bandwidth`, `link_gbps`, `measured_secs`, `predicted_secs`, `ratio`,
+`scaling_measured`, `scaling_predicted`, `within`}], and `within` (how many points are).
 
 A cluster that fails or stops answering (--timeout_secs) ends the run with a one-line error
 and exit code 1; 2 for bad arguments. Every process and host it made is removed on exit.
@@ -54,7 +62,7 @@ import sys  # noqa: E402
 from benchmarks import network, trainers  # noqa: E402
 from benchmarks.harness import at_least, names_in  # noqa: E402
 from slim_deploy.cluster import emulated_hosts  # noqa: E402
-from slim_deploy.deployment import sizing  # noqa: E402
+from slim_deploy.deployment import compression, sizing  # noqa: E402
 from slim_deploy.image_classifier import sizing_figures  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 
@@ -70,20 +78,29 @@ def predict(setup, traffics, compute, workers, link_gbps, ps_tasks):
     """The sizing.Prediction of benchmarks.network setup `setup` on `workers` workers, from
     `traffics` ((ps step, collective step) StepTraffics), the sizing.Compute of a worker's
     step, links of `link_gbps` Gbit/s and `ps_tasks` ps tasks."""
-    ps_traffic, collective_traffic = traffics
+    traffic = traffic_of(setup, traffics)
     if setup == 'parameter_server':
-        return sizing.asynchronous_ps(ps_traffic, compute, workers, link_gbps, ps_tasks)
+        return sizing.asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks)
     if setup == 'sync_replicas':
-        return sizing.synchronous_ps(ps_traffic, compute, workers, link_gbps, ps_tasks)
-    return sizing.collective(collective_traffic, compute, workers, link_gbps)
+        return sizing.synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks)
+    return sizing.collective(traffic, compute, workers, link_gbps)
 
 
-def point(workers, setup, label, compute, rate, link_gbps, measured, prediction):
-    """The JSON-able result of one measured point: `setup` (`label`) on `workers` workers and
-    links of `rate` (`link_gbps` Gbit/s), its step measured in `measured` seconds against
-    sizing.Prediction `prediction`, `compute` the step on unlimited links."""
+def traffic_of(setup, traffics):
+    """The StepTraffic of `setup`'s step of `traffics` ((ps step, collective step))."""
+    ps_traffic, collective_traffic = traffics
+    return ps_traffic if network.SETUPS[setup].kind == 'ps_worker' else collective_traffic
+
+
+def point(workers, setup, compressed, label, compute, unlimited, rate, link_gbps, measured,
+          prediction):
+    """The JSON-able result of one measured point: `setup` with gradients `compressed`
+    (`label`) on `workers` workers and links of `rate` (`link_gbps` Gbit/s), its step
+    measured in `measured` seconds against sizing.Prediction `prediction`, predicted from the
+    `compute` seconds of a step; `unlimited`: its step on unlimited links."""
     ratio = measured / prediction.seconds
-    return {'workers': workers, 'setup': setup, 'label': label, 'compute_secs': compute,
+    return {'workers': workers, 'setup': setup, 'gradient_compression': compressed,
+            'label': label, 'compute_secs': compute, 'unlimited_secs': unlimited,
             'link_bandwidth': rate, 'link_gbps': link_gbps,
             'measured_secs': measured, 'predicted_secs': prediction.seconds, 'ratio': ratio,
             'scaling_measured': compute / measured, 'scaling_predicted': prediction.scaling,
@@ -99,28 +116,43 @@ def benchmark(args, log):
     forward_fraction = alone.forward / alone.seconds
     log(f'{args.model_name} alone here: {alone.seconds:.3f} s per step, the forward pass '
         f'{forward_fraction:.2f} of it')
-    traffics = sizing_figures.step_traffics(args.model_name, args.batch_size,
-                                            trainers.NUM_CLASSES)
+    traffics = {compressed: sizing_figures.step_traffics(args.model_name, args.batch_size,
+                                                         trainers.NUM_CLASSES, compressed)
+                for compressed in args.gradient_compression}
+    per_byte = {compressed: sizing_figures.compression_seconds_per_byte(compressed)
+                for compressed in args.gradient_compression}
     points = []
     for workers in args.workers:
-        for setup in args.setups:
-            size = argparse.Namespace(**{**vars(args), 'workers': workers, 'setups': [setup]})
-            free = network.measure_link(size, None, None, log)['setups'][setup]
-            compute = free['sec_per_step']
+        uncompressed = {}  # {setup: its float32 run's step on unlimited links}.
+        for setup, compressed in args.runs:
+            name = network.run_name(setup, compressed, 'float32')
+            size = argparse.Namespace(**{**vars(args), 'workers': workers, 'setups': [name]})
+            unlimited = network.measure_link(size, None, None, log)['setups'][name]['sec_per_step']
+            if compressed == 'none':
+                compute = uncompressed[setup] = unlimited
+            elif setup in uncompressed:  # As plan_cluster plans 16-bit gradients.
+                sharing = uncompressed[setup] / alone.seconds
+                compute = uncompressed[setup] + sharing * sizing.compression_seconds(
+                    traffic_of(setup, traffics[compressed]), per_byte[compressed])
+            else:
+                compute = unlimited
             given = sizing.Compute(compute, compute * forward_fraction, args.overlap)
             for rate, link_gbps in args.link_bandwidth.items():
-                measured = network.measure_link(size, rate, link_gbps, log)['setups'][setup]
-                prediction = predict(setup, traffics, given, workers,
+                measured = network.measure_link(size, rate, link_gbps, log)['setups'][name]
+                prediction = predict(setup, traffics[compressed], given, workers,
                                      link_gbps * PAYLOAD_SHARE, args.num_ps_tasks)
-                points.append(point(workers, setup, measured['label'], compute, rate,
-                                    link_gbps, measured['sec_per_step'], prediction))
+                points.append(point(workers, setup, compressed, measured['label'], compute,
+                                    unlimited, rate, link_gbps, measured['sec_per_step'],
+                                    prediction))
                 log(f"{rate}, {workers} workers, {measured['label']}: "
                     f"{measured['sec_per_step']:.3f} s per step, predicted "
                     f'{prediction.seconds:.3f} s')
     return {'model_name': args.model_name, 'batch_size': args.batch_size,
             'num_ps_tasks': args.num_ps_tasks, 'steps': args.steps,
             'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
-            'forward_fraction': forward_fraction, 'overlap': args.overlap,
+            'alone_secs': alone.seconds, 'forward_fraction': forward_fraction,
+            'overlap': args.overlap,
+            'compression_seconds_per_byte': per_byte,
             'payload_share': PAYLOAD_SHARE, 'tolerance': TOLERANCE, 'points': points,
             'within': sum(p['within'] for p in points), 'seconds': time.monotonic() - started}
 
@@ -133,10 +165,10 @@ def table(results):
              f"{r['warmup_steps']}, medians of {r['rounds']} round(s); compute: the step on "
              f"unlimited links, its forward pass {r['forward_fraction']:.2f} of it, overlap "
              f"{r['overlap']:g}; links' payload {r['payload_share']:.3f} of their rate",
-             f"{'link':<8} {'workers':>7}  {'setup':<32} {'compute':>8} {'measured':>9} "
+             f"{'link':<8} {'workers':>7}  {'setup':<50} {'compute':>8} {'measured':>9} "
              f"{'predicted':>9} {'ratio':>6} {'scaling':>7} {'predicted':>9}"]
     for p in sorted(r['points'], key=lambda p: p['link_gbps']):
-        lines.append(f"{p['link_bandwidth']:<8} {p['workers']:>7}  {p['label']:<32} "
+        lines.append(f"{p['link_bandwidth']:<8} {p['workers']:>7}  {p['label']:<50} "
                      f"{p['compute_secs']:>8.3f} {p['measured_secs']:>9.3f} "
                      f"{p['predicted_secs']:>9.3f} {p['ratio']:>6.2f}"
                      f"{'' if p['within'] else '!':<1}{p['scaling_measured']:>6.2f} "
@@ -169,12 +201,20 @@ def parse_args(argv=None):
                         default=['parameter_server', 'sync_replicas', 'collective'],
                         help='comma-separated: ' + ', '.join(network.SETUPS) +
                              ' (default parameter_server,sync_replicas,collective)')
+    parser.add_argument('--gradient_compression', type=names_in(compression.COMPRESSIONS.names),
+                        default=['none'],
+                        help='comma-separated: ' + ', '.join(compression.COMPRESSIONS) +
+                             '; each setup but multi_worker_mirrored runs with each (default '
+                             'none)')
     trainers.add_options(parser, steps=10, warmup_steps=3, rounds=1)
-    # What benchmarks.network's clusters read: synthetic data, float32, uncompressed.
+    # What benchmarks.network's clusters read: synthetic data.
     parser.set_defaults(dataset_name=None, dataset_dir=None)
     args = parser.parse_args(argv)
     if 'prefetch_reads' in args.setups:
         parser.error('--setups prefetch_reads: the planner does not model prefetched reads')
+    args.runs = [(setup, compressed) for setup in args.setups
+                 for compressed in (['none'] if setup == network.BASELINE
+                                    else args.gradient_compression)]
     if not args.role:
         try:
             emulated_hosts.check(bandwidth=True)

@@ -18,9 +18,11 @@ compute is one worker's step of one clone on --batch_size synthetic images, time
 machine (--measure_steps steps after one to warm up, and as many of the forward pass alone),
 unless --compute_secs gives it (and --forward_fraction its forward pass; default 1/3).
 --overlap says how much of backprop and the sending of its gradients run at once (default 1:
-wholly). --link_gbps is the rate the tensors' bytes get: TCP over Ethernet frames of 1,500
-bytes carries about 0.94 of a link's nominal rate. The work is
-slim_deploy.deployment.sizing.plan.
+wholly). With --gradient_compression the step moves 16-bit gradients, and backprop gains
+what their casts and sums cost this machine per byte
+(sizing_figures.compression_seconds_per_byte). --link_gbps is the rate the tensors' bytes
+get: TCP over Ethernet frames of 1,500 bytes carries about 0.94 of a link's nominal rate.
+The work is slim_deploy.deployment.sizing.plan.
 
 Exit code: 0; 2 a bad flag (one line naming it).
 """
@@ -141,7 +143,7 @@ def traffic_text(ps_traffic, collective_traffic):
             f'{network_traffic.human_bytes(worker.bytes_out)} per step, {worker.rule} '
             f'({len(ps_traffic.groups)} variables with their ops); collective: '
             f'{network_traffic.human_bytes(reduces.bytes)} all-reduced per step in '
-            f'{reduces.count} all-reduces')
+            f'{reduces.count} all-reduce{"s" * (reduces.count != 1)}')
 
 
 def main(argv):
@@ -161,6 +163,13 @@ def main(argv):
     computed, source = compute(given, num_classes)
     ps_traffic, collective_traffic = sizing_figures.step_traffics(
         FLAGS.model_name, FLAGS.batch_size, num_classes, FLAGS.gradient_compression)
+    if FLAGS.gradient_compression != 'none':
+        per_byte = sizing_figures.compression_seconds_per_byte(FLAGS.gradient_compression)
+        extra = sizing.compression_seconds(collective_traffic, per_byte)
+        computed = dataclasses.replace(computed, seconds=computed.seconds + extra)
+        source += (f'; plus {network_traffic.human_seconds(extra)} for '
+                   f'{FLAGS.gradient_compression} gradients ({per_byte * 1e9:.3g} ns per '
+                   'float32 byte, timed here)')
     plural = 's' * (FLAGS.num_clones != 1)
     print('Predictions on paper, not measurements (latency and overheads not counted)')
     print(f'model    {FLAGS.model_name}, {num_classes} classes, {FLAGS.batch_size} examples per '

@@ -50,6 +50,8 @@ b || g = max(b, g) + (1 - o) min(b, g).
   With backup workers (an update aggregates W - B gradients, B >= 1) the update does not wait
   for the straggler (c stays c), the ps link passes 'each way' (network_traffic's rule when
   workers do not step in lockstep), and the B slowest gradients are dropped (A = W - B).
+- 16-bit gradients (gradient compression): the traffic is that of a step that sends them,
+  and the compute gains what their casts and sums cost (compression_seconds).
 
 Scaling: A x c over W x the step: the examples a step applies per second, over those W
 workers computing alone would (1: perfect). The bound: the busiest link's time,
@@ -209,6 +211,15 @@ def plan(ps_traffic, collective_traffic, compute, workers, link_gbps, ps_tasks=N
         predictions.append(collective(collective_traffic, compute, workers, link_gbps, clones,
                                       straggler))
     return predictions
+
+
+def compression_seconds(traffic, seconds_per_byte):
+    """Seconds a worker's step spends on 16-bit gradients: `seconds_per_byte` (per float32
+    byte, as sizing_figures.compression_seconds_per_byte times it) x the float32 bytes of the
+    gradients, twice the 16-bit bytes that StepTraffic `traffic` (of a step with gradient
+    compression) all-reduces, or without all-reduces sends to its ps tasks."""
+    sent = traffic.all_reduces.bytes if traffic.all_reduces else traffic.worker.bytes_out
+    return 2 * sent * seconds_per_byte
 
 
 def recommended(predictions):

@@ -1,6 +1,7 @@
 """The figures slim_deploy.deployment.sizing plans a cluster with, for a network of nets_factory:
 what its training step moves over the network, read from graphs deploy() builds of it, and
-what one worker computes per step, timed on this machine.
+what one worker computes per step, and what 16-bit gradients cost it per byte, timed on this
+machine.
 
 The network trains on synthetic images of its default size ([batch_size, size, size, 3]) and
 labels of `num_classes` classes, with the classification losses of training
@@ -13,7 +14,7 @@ import time
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.deployment import model_deploy, network_traffic, sizing
+from slim_deploy.deployment import compression, model_deploy, network_traffic, sizing
 from slim_deploy.image_classifier import builders
 from slim_deploy.nets import nets_factory
 from slim_deploy.training import loop
@@ -26,6 +27,7 @@ MOMENTUM = 0.9
 SMALL_IMAGE_FAMILIES = frozenset({'lenet', 'cifarnet'})
 SMALL_IMAGE_CLASSES = 10
 IMAGENET_CLASSES = 1001
+PROBE_BYTES = 16 << 20  # Of the float32 tensor compression_seconds_per_byte times.
 
 
 def default_num_classes(model_name):
@@ -75,6 +77,39 @@ def measure_compute(model_name, batch_size, num_classes, steps=3):
     return sizing.Compute(step, min(forward, step))
 
 
+def compression_seconds_per_byte(gradient_compression, steps=5):
+    """Seconds that exchanging gradients in `gradient_compression` (a name of
+    compression.COMPRESSIONS) costs this machine per float32 byte of gradient, beyond a float32
+    exchange: a member's work on each tensor (narrowing its own, summing it with a received
+    16-bit one, widening the sum; float16 also scales it) less a float32 sum, timed on
+    PROBE_BYTES (medians of `steps` runs after one). 0 for 'none'."""
+    dtype = compression.wire_dtype(gradient_compression)
+    if dtype is None:
+        return 0.0
+    size = PROBE_BYTES // 4
+    with tf.Graph().as_default():
+        own = _local([size], tf.float32, 'own')
+        received = _local([size], tf.float32, 'received')
+        received_narrow = _local([size], dtype, 'received_narrow')
+        result = _local([size], tf.float32, 'result')
+        scale = (compression.scale_for(compression.max_abs(own), 2)
+                 if compression.needs_scale(dtype) else None)
+        narrow_sum = result.assign(compression.widened(
+            compression.narrowed(own, dtype, scale) + received_narrow, scale))
+        float32_sum = result.assign(own + received)
+        with tf.Session() as session:
+            session.run(tf.local_variables_initializer())
+            extra = (_median_seconds(session, narrow_sum.op, steps) -
+                     _median_seconds(session, float32_sum.op, steps))
+    return max(0.0, extra) / PROBE_BYTES
+
+
+def _local(shape, dtype, name):
+    """A local variable of `shape` and `dtype` holding uniform values in [-1, 1)."""
+    return tf.Variable(tf.cast(tf.random.uniform(shape, -1.0, 1.0), dtype), trainable=False,
+                       collections=[tf.GraphKeys.LOCAL_VARIABLES], name=name)
+
+
 def _model_fn(model_name, num_classes, batch):
     """model_fn for deploy(): `model_name` with `num_classes` logits on batch(image size) ->
     (images, labels), and its classification losses."""
@@ -102,9 +137,7 @@ def image_size(model_name):
 def _synthetic_batch(batch_size, image_size, num_classes):
     """(images [batch_size, image_size, image_size, 3] uniform in [-1, 1), labels [batch_size]
     int64 in [0, num_classes)): local variables, set once and read in place every step."""
-    images = tf.Variable(tf.random.uniform([batch_size, image_size, image_size, 3], -1.0, 1.0),
-                         trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
-                         name='synthetic_images')
+    images = _local([batch_size, image_size, image_size, 3], tf.float32, 'synthetic_images')
     labels = tf.Variable(tf.random.uniform([batch_size], maxval=num_classes, dtype=tf.int64),
                          trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
                          name='synthetic_labels')

@@ -17,8 +17,14 @@ from slim_deploy.cluster import tasks
 from slim_deploy.common import fileio
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import pipeline
-from slim_deploy.deployment import all_reduce, model_deploy, ordered_sync
-from slim_deploy.image_classifier import builders, run_record
+from slim_deploy.deployment import (
+    all_reduce,
+    model_deploy,
+    network_traffic,
+    ordered_sync,
+    sizing,
+)
+from slim_deploy.image_classifier import builders, run_record, sizing_figures
 from slim_deploy.training import checkpoints, loop, optimization
 
 
@@ -57,6 +63,9 @@ def train(config):
         # The training graph, and what it does, logged.
         graph = _build(config, model, deployment, warmup_steps, guard)
         logging.info('Placement:\n%s', graph.plan)
+        slower = _compression_slows(deployment, cluster.link_gbps, graph.train_tensor)
+        if slower:
+            logging.warning(slower)
         logging.info('Global batch %d examples per step%s; %s', config.examples_per_step,
                      f', in {config.optimization.gradient_accumulation_steps} micro-batches'
                      if config.optimization.gradient_accumulation_steps > 1 else '',
@@ -233,6 +242,26 @@ def _build(config, model, deployment, warmup_steps, guard=None):
                                        fetches=[train_tensor])
     return _TrainingGraph(train_tensor=train_tensor, learning_rate=learning_rate,
                           optimizer=optimizer, summary_op=summary_op, plan=plan)
+
+
+def _compression_slows(deployment, link_gbps, train_tensor):
+    """The line saying that 16-bit gradients slow this worker's step: their casts and sums
+    (timed here per byte) cost more than the whole network time of the step of `train_tensor`
+    on links of `link_gbps` Gbit/s, more than sending float32 gradients could add. None when
+    they do not, or without gradient compression or link_gbps."""
+    compressed = deployment.gradient_compression
+    if compressed == 'none' or not link_gbps:
+        return None
+    traffic = network_traffic.step_traffic(tf.get_default_graph(), deployment, [train_tensor])
+    cost = sizing.compression_seconds(
+        traffic, sizing_figures.compression_seconds_per_byte(compressed))
+    network = traffic.seconds(link_gbps)
+    if cost < network:
+        return None
+    return (f'--gradient_compression={compressed} slows this step: its casts and sums cost '
+            f'{network_traffic.human_seconds(cost)} per step here, more than the '
+            f'{network_traffic.human_seconds(network)} its bytes take on links of '
+            f'{link_gbps:g} Gbit/s (--link_gbps); float32 gradients (none) are faster')
 
 
 def _sync_gradients_per_update(config):

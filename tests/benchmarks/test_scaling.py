@@ -48,12 +48,21 @@ def test_a_point_sets_the_measured_step_against_the_predicted():
     # Collective on 4 workers: the ring passes 2 x 3/4 x 1 MB, 12 ms, within backprop's 20.
     prediction = scaling.predict('collective', (PS_STEP, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 1)
     assert prediction.seconds == pytest.approx(0.030)
-    point = scaling.point(4, 'collective', 'collective', 0.030, '1gbit', 1.0, 0.034, prediction)
+    point = scaling.point(4, 'collective', 'none', 'collective', 0.030, 0.031, '1gbit', 1.0,
+                          0.034, prediction)
     assert point['ratio'] == pytest.approx(0.034 / 0.030) and point['within']
     assert point['scaling_measured'] == pytest.approx(0.030 / 0.034)
     assert point['scaling_predicted'] == pytest.approx(1.0)
-    assert not scaling.point(4, 'collective', 'collective', 0.030, '1gbit', 1.0, 0.0346,
-                             prediction)['within']
+    assert point['unlimited_secs'] == 0.031
+    assert not scaling.point(4, 'collective', 'none', 'collective', 0.030, 0.031, '1gbit', 1.0,
+                             0.0346, prediction)['within']
+
+
+def test_each_setup_but_multi_worker_mirrored_runs_with_each_compression():
+    args = scaling.parse_args(['--setups=collective,multi_worker_mirrored',
+                               '--gradient_compression=none,bfloat16'])
+    assert args.runs == [('collective', 'none'), ('collective', 'bfloat16'),
+                         ('multi_worker_mirrored', 'none')]
 
 
 @pytest.mark.parametrize('argv, message', [
@@ -61,6 +70,7 @@ def test_a_point_sets_the_measured_step_against_the_predicted():
     (['--workers=2,'], 'argument --workers: '),
     (['--setups=prefetch_reads'], '--setups prefetch_reads: the planner does not model'),
     (['--link_bandwidth=fast'], 'argument --link_bandwidth: '),
+    (['--overlap=1.5'], "argument --overlap: '1.5' is not a share in [0, 1]"),
 ])
 def test_a_mistake_is_one_line(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
@@ -75,16 +85,29 @@ def test_two_workers_measured_unlimited_and_on_a_link_against_the_prediction():
     before = set(emulated_hosts.instances())
     process = subprocess.run(
         [sys.executable, '-m', 'benchmarks.scaling', '--workers=2', '--setups=collective',
-         '--link_bandwidth=100mbit', '--batch_size=8', '--steps=3', '--warmup_steps=1',
-         '--json'], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+         '--gradient_compression=none,bfloat16', '--link_bandwidth=100mbit', '--batch_size=8',
+         '--steps=3', '--warmup_steps=1', '--json'],
+        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     report = json.loads(process.stdout)
-    (point,) = report['points']
-    assert (point['workers'], point['setup'], point['link_bandwidth']) == (2, 'collective',
-                                                                          '100mbit')
-    # lenet's ring moves its 13.1 MB of gradients each way, 1.05 s at 100 Mbit/s: far more
-    # than the step's compute.
-    assert point['measured_secs'] > point['compute_secs']
-    assert point['predicted_secs'] > point['compute_secs']
-    assert report['within'] == point['within']
+    plain, compressed = report['points']
+    assert [(p['workers'], p['setup'], p['gradient_compression'], p['link_bandwidth'])
+            for p in (plain, compressed)] == [(2, 'collective', 'none', '100mbit'),
+                                              (2, 'collective', 'bfloat16', '100mbit')]
+    # lenet's ring moves its 13.1 MB of gradients each way, 1.05 s at 100 Mbit/s (0.52 s in
+    # bfloat16): far more than the step's compute.
+    for point in (plain, compressed):
+        assert point['measured_secs'] > point['unlimited_secs']
+        assert point['predicted_secs'] > point['compute_secs']
+    assert plain['compute_secs'] == plain['unlimited_secs']
+    # The compressed run is planned from the float32 step and the casts' cost per byte.
+    assert report['compression_seconds_per_byte']['none'] == 0
+    # Its casts: twice the 6.55 MB of bfloat16 it all-reduces, at the cost per float32 byte
+    # times the sharing (the float32 step over one worker's alone).
+    cost = compressed['compute_secs'] - plain['compute_secs']
+    assert 0 <= cost == pytest.approx(
+        13_104_936 * report['compression_seconds_per_byte']['bfloat16'] *
+        plain['compute_secs'] / report['alone_secs'], rel=0.01)
+    assert compressed['predicted_secs'] < plain['predicted_secs']
+    assert report['within'] == plain['within'] + compressed['within']
     assert set(emulated_hosts.instances()) <= before

@@ -405,8 +405,10 @@ def test_checkpoints_of_each_precision_evaluate_and_resume_in_the_others(
         digits_dir, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger='absl')
     train_dir = tmp_path / 'train'
+    # Seeded: slim's default RMSProp at 0.01 on batches of 8 leaves an unseeded run at chance
+    # now and then.
     assert train.train(_train_config(train_dir, digits_dir, max_number_of_steps=120,
-                                     precision='bfloat16')) == 120
+                                     precision='bfloat16', seed=1)) == 120
     _assert_float32_checkpoint(train_dir)
     assert json.loads((train_dir / run_record.FILENAME).read_text())['flags']['precision'] == (
         'bfloat16')
@@ -414,7 +416,7 @@ def test_checkpoints_of_each_precision_evaluate_and_resume_in_the_others(
     metrics = evaluate.evaluate(
         run_record.eval_config(str(train_dir), eval_dir=str(tmp_path / 'eval')))
     assert metrics['global_step'] == 120 and metrics['num_examples'] == 360
-    # The bfloat16 steps learned (0.93 to 0.97 in 3 runs; after 60 steps one run scored 0.23).
+    # The bfloat16 steps learned.
     assert metrics['accuracy'] > 0.3
     for precision_name, resumed, last_step in (('float32', 120, 130), ('float16', 130, 140)):
         caplog.clear()

@@ -60,10 +60,18 @@ def test_sync_workers_end_cleanly_and_count_dropped_gradients(digits_dir, tmp_pa
     code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas',
                                   args=train_args(tmp_path, digits_dir, 30,
                                                   '--replicas_to_aggregate=2',
-                                                  f'--gradient_compression={compression}'))
+                                                  f'--gradient_compression={compression}',
+                                                  '--link_gbps=100000'))
     assert code == 0, output[-3000:]
     assert bool(re.search(r'gradients +cross between tasks in float16 ', output)) == (
         compression != 'none')
+    # On links of 100 Tbit/s the gradients' 6.6 MB take 0.5 us: their casts cost more.
+    slower = [line for line in task_lines(output, 'worker:0') if 'slows this step' in line]
+    assert len(slower) == (compression != 'none')
+    if slower:
+        assert re.search(r'--gradient_compression=float16 slows this step: its casts and sums '
+                         r'cost [\d.]+ ms per step here, more than the [\d.]+ ms its bytes '
+                         r'take on links of 100000 Gbit/s \(--link_gbps\)', slower[0]), slower
     assert steps_run(task_lines(output, 'worker:0'))[0] == 30
     assert steps_run(task_lines(output, 'worker:1'))[0] == 30
     updates, applied, dropped, pushed = sync_counts(task_lines(output, 'worker:0'))

@@ -69,6 +69,26 @@ def test_overlap_is_the_share_of_backprop_and_its_sending_run_at_once():
         0.04 / 3 + ring * 8 / 1e9 + 0.5 * 0.08 / 3, abs=5e-4)
 
 
+def test_16_bit_gradients_halve_the_bytes_and_add_their_casts_to_the_compute():
+    result = run_script('plan_cluster.py', '--model_name=lenet', '--compute_secs=0.04',
+                        '--worker_replicas=8', '--link_gbps=1', '--gradient_compression=bfloat16')
+    assert result.returncode == 0, result.stderr
+    compute, traffic = result.stdout.splitlines()[2:4]
+    casts = re.search(r'^compute  ([\d.]+) ms per worker step: given \(--compute_secs\), the '
+                      r'forward pass 0.333 of it \(--forward_fraction\); plus ([\d.]+) ms for '
+                      r'bfloat16 gradients \(([\d.e-]+) ns per float32 byte, timed here\)$',
+                      compute)
+    assert casts, compute
+    step, extra, per_byte = map(float, casts.groups())
+    assert step == pytest.approx(40 + extra, abs=0.1)
+    assert extra == pytest.approx(LENET_BYTES * per_byte * 1e-6, rel=0.05, abs=0.001)
+    assert 'sends 6.6 MB per step' in traffic and '6.6 MB all-reduced per step' in traffic
+    # 8 collective workers: the forward pass, then the ring's 2 x 7/8 x 6.55 MB each way.
+    ring = 2 * 7 * (LENET_BYTES // 2) // 8
+    assert rows(result.stdout)[8, 'collective'][1] == pytest.approx(
+        0.04 / 3 + ring * 8 / 1e9, abs=5e-4)
+
+
 def test_the_done_case_resnet_v1_50_on_256_workers_at_10_gbits():
     """The command the docs lead with, with the compute given (timing ResNet-50 takes a
     minute): collective is recommended, its ring's 2 x 255/256 of the gradients each way."""
