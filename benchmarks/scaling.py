@@ -151,8 +151,7 @@ def benchmark(args, log):
             'num_ps_tasks': args.num_ps_tasks, 'steps': args.steps,
             'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
             'alone_secs': alone.seconds, 'forward_fraction': forward_fraction,
-            'overlap': args.overlap,
-            'compression_seconds_per_byte': per_byte,
+            'overlap': args.overlap, 'compression_seconds_per_byte': per_byte,
             'payload_share': PAYLOAD_SHARE, 'tolerance': TOLERANCE, 'points': points,
             'within': sum(p['within'] for p in points), 'seconds': time.monotonic() - started}
 

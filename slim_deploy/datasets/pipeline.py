@@ -101,6 +101,8 @@ class RecordGuard:
                 continue
             cause = _decode_error(decode, record)
             with self._lock:
+                if (path, index) in self._skipped_records:  # Another input thread's, meanwhile.
+                    continue
                 if len(self.skipped) >= self.max_bad_records:
                     limit = (f'{len(self.skipped) + 1} exceed --max_bad_records='
                              f'{self.max_bad_records}' if self.max_bad_records else

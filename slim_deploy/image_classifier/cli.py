@@ -3,7 +3,6 @@ or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2 (d
 a DataError, with 65; a full disk, a StorageError, with 74; a lost task of the cluster, a
 ClusterError, with 75; training stopped by a signal, an Interrupted, in one line
 'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
-import logging
 import os
 import sys
 import threading
@@ -26,8 +25,7 @@ def run(main, module_name):
     it runs as an installed console command (absl lists those of the module named argv[0]),
     and logging set up by verbosity.configure_logging from the parsed --verbosity before main.
     Other exceptions than flag errors and the errors of slim_deploy.common.errors keep their
-    traceback (exit code 1). Once main has returned or failed in one line, the process ends
-    at once (_exit_now) rather than through the interpreter's teardown."""
+    traceback (exit code 1)."""
     for flag in flags.FLAGS.get_key_flags_for_module(module_name):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
@@ -41,24 +39,7 @@ def run(main, module_name):
         except Interrupted as e:
             _fail(e, exit_code=e.exit_code, label='')
 
-    try:
-        app.run(logged_main, flags_parser=_parse_flags)
-    except SystemExit as e:
-        _exit_now(e.code)
-
-
-def _exit_now(code):
-    """Ends the process with SystemExit's `code` (None: 0; a number; a message, printed, 1)
-    after flushing logging and the standard streams, skipping the interpreter's teardown:
-    TensorFlow cannot stop its gRPC server cleanly, and destroying it, or its threads, while
-    the interpreter finalizes can abort a process whose work is done."""
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or 0)
+    app.run(logged_main, flags_parser=_parse_flags)
 
 
 def _thread_failed(args, default=threading.excepthook):

@@ -170,26 +170,6 @@ def test_any_other_exception_keeps_its_traceback(tmp_path):
     assert result.stderr.endswith('RuntimeError: a bug\n')
 
 
-def test_the_process_ends_with_mains_exit_code_without_waiting_for_its_threads(tmp_path):
-    """The interpreter's teardown is skipped: a thread left running (as TensorFlow's gRPC
-    server's are) does not hold the process, and what main printed and logged is out."""
-    result = run_python(tmp_path, '''
-        import threading
-        from absl import logging
-        from slim_deploy.image_classifier import cli
-
-        def main(argv):
-            threading.Thread(target=threading.Event().wait).start()  # Never ends.
-            print('printed', end='')
-            logging.warning('logged')
-            return 3
-
-        cli.run(main, __name__)
-        ''')
-    assert (result.returncode, result.stdout) == (3, 'printed')
-    assert 'logged' in result.stderr
-
-
 @pytest.mark.slow
 def test_help_lists_the_module_flags_when_another_file_runs_it(tmp_path):
     """As for an installed console command: argv[0] is not the module that defines the flags."""
