@@ -122,6 +122,15 @@ def names_in(valid):
     return names
 
 
+def require_emulated_hosts(parser):
+    """Ends argparse `parser`'s parsing with its one-line error, naming what is missing,
+    unless this machine can make emulated hosts with bandwidth limits."""
+    try:
+        emulated_hosts.check(bandwidth=True)
+    except emulated_hosts.EmulatedHostsError as e:
+        parser.error(str(e))
+
+
 def environment(extra=None):
     """os.environ without TF_CONFIG (a process's cluster is the benchmark's to give), plus
     `extra` (a dict; None: nothing)."""

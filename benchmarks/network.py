@@ -345,10 +345,7 @@ def parse_args(argv=None):
                    for math in (['float32'] if name == BASELINE else args.precision)
                    for compressed in (['none'] if name == BASELINE else args.gradient_compression)]
     if not args.role:
-        try:
-            emulated_hosts.check(bandwidth=True)
-        except emulated_hosts.EmulatedHostsError as e:
-            parser.error(str(e))
+        harness.require_emulated_hosts(parser)
     return args
 
 

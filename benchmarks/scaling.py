@@ -59,7 +59,7 @@ verbosity.start()  # Before TensorFlow is imported.
 import argparse  # noqa: E402
 import sys  # noqa: E402
 
-from benchmarks import network, trainers  # noqa: E402
+from benchmarks import harness, network, trainers  # noqa: E402
 from benchmarks.harness import at_least, names_in  # noqa: E402
 from slim_deploy.cluster import emulated_hosts  # noqa: E402
 from slim_deploy.deployment import compression, sizing  # noqa: E402
@@ -215,10 +215,7 @@ def parse_args(argv=None):
                  for compressed in (['none'] if setup == network.BASELINE
                                     else args.gradient_compression)]
     if not args.role:
-        try:
-            emulated_hosts.check(bandwidth=True)
-        except emulated_hosts.EmulatedHostsError as e:
-            parser.error(str(e))
+        harness.require_emulated_hosts(parser)
     return args
 
 

@@ -205,10 +205,7 @@ def parse_args(argv):
     if 'backup' in args.modes and args.backup_workers >= args.workers:
         parser.error(f'--backup_workers {args.backup_workers} leaves no gradient to aggregate '
                      f'with --workers {args.workers}')
-    try:
-        emulated_hosts.check(bandwidth=True)
-    except emulated_hosts.EmulatedHostsError as e:
-        parser.error(str(e))
+    harness.require_emulated_hosts(parser)
     return args
 
 
