@@ -758,7 +758,11 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
 
 def _clone_placement(config, variables):
     """Device function placing variable ops with the device function `variables` and
-    summary ops on the worker's CPU; every other op is left to the clone's device scope."""
+    summary ops on the worker's CPU; every other op is left to the clone's device scope.
+    Without ps tasks a resource variable's IsInitialized op (which nothing runs) goes to its
+    variable's device, as under slim's, whose variable functions make every op of a variable
+    under the variables device when that is a device string (with ps tasks, a function
+    placing only the variable op)."""
     summaries_device = config.inputs_device()
 
     def place(op):
@@ -766,6 +770,9 @@ def _clone_placement(config, variables):
             return op.device
         if _op_type(op) in _SUMMARY_OP_TYPES:
             return summaries_device
+        if (not config.num_ps_tasks and isinstance(op, tf.Operation) and
+                op.type == 'VarIsInitializedOp'):
+            return op.inputs[0].device
         return variables(op)
 
     return place

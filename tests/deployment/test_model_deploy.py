@@ -11,6 +11,7 @@ from slim_deploy.deployment.model_deploy import (
     optimize_clones,
 )
 
+from graphs import lenet_model_fn
 from helpers import cpu_session
 
 CLASSES = 3
@@ -102,6 +103,38 @@ def test_every_variable_goes_round_robin_to_the_ps(use_resource, variable_op):
                if op.name.startswith('clone_') and op.type in ('MatMul', 'Relu', 'Mul')]
     assert compute and all(op.device.startswith('/job:worker/task:0/device:GPU:')
                            for op in compute)
+
+
+def _slims_clones(config, model_fn):
+    """The clones as research/slim's create_clones builds them: slim's variable functions
+    under config.variables_device(), each clone under its name scope, its device and a
+    variable scope reusing the first clone's variables."""
+    with slim.arg_scope([slim.model_variable, slim.variable], device=config.variables_device()):
+        for i in range(config.num_clones):
+            with tf.name_scope(config.clone_scope(i)), tf.device(config.clone_device(i)), \
+                    tf.variable_scope(tf.get_variable_scope(), reuse=True if i else None):
+                model_fn()
+
+
+@pytest.mark.parametrize('num_ps_tasks', [0, 2])
+def test_gpu_clones_place_every_op_of_the_variables_as_slims(num_ps_tasks):
+    config = DeploymentConfig(num_clones=2, num_ps_tasks=num_ps_tasks)
+    devices = []
+    for build in (_slims_clones, create_clones):
+        with tf.Graph().as_default() as graph:
+            build(config, lenet_model_fn())
+        devices.append({op.name: op.device for op in graph.get_operations()})
+    slims, ours = devices
+    checks = {name: device for name, device in slims.items()
+              if name.endswith('/IsInitialized/VarIsInitializedOp')}
+    # Without ps tasks on the variables' CPU, with them where the clone's device puts them.
+    assert set(checks.values()) == (
+        {'/device:CPU:0'} if not num_ps_tasks else {'/job:worker/task:0/device:GPU:0'})
+    assert len(checks) == 8  # LeNet's 4 weights and 4 biases.
+    if num_ps_tasks:  # With ps tasks ours also reads each variable once on the worker's CPU.
+        ours = {name: ours[name] for name in checks}
+        slims = checks
+    assert ours == slims
 
 
 def test_clone_scopes_devices_and_outputs():
