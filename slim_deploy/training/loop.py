@@ -195,11 +195,13 @@ class SignalStop:
     """SIGTERM and SIGINT, while entered in the main thread, as a request to stop training.
 
     The first signal sets `signum` and calls the callbacks given to on_request (each in a
-    thread of its own); training then stops after its step in flight. A second signal, or
-    `grace_secs` (seconds) passing after the first, ends the process at once with exit code
-    128 + the first signal's number and one line on stderr. Entered in another thread, it
-    handles no signal. `peer_signum`: the signal another worker received, when they agreed
-    to stop together (StopHook); None otherwise.
+    thread of its own, which the interpreter waits for before it ends: a thread still in
+    TensorFlow while the interpreter finalizes aborts the process); training then stops
+    after its step in flight. A second signal, or `grace_secs` (seconds) passing after the
+    first, ends the process at once with exit code 128 + the first signal's number and one
+    line on stderr. Entered in another thread, it handles no signal. `peer_signum`: the
+    signal another worker received, when they agreed to stop together (StopHook); None
+    otherwise.
     """
 
     def __init__(self, grace_secs=GRACE_SECS):
@@ -225,7 +227,8 @@ class SignalStop:
                                                      warn_on_full_buffer=False)
         self._handlers = {signum: signal.signal(signum, lambda *_: None)
                           for signum in (signal.SIGTERM, signal.SIGINT)}
-        threading.Thread(target=self._watch, daemon=True, name='signal_stop').start()
+        self._watcher = threading.Thread(target=self._watch, daemon=True, name='signal_stop')
+        self._watcher.start()
         return self
 
     def __exit__(self, *exc_info):
@@ -237,6 +240,9 @@ class SignalStop:
         signal.set_wakeup_fd(self._previous_wakeup)
         self._wakeup.close()
         self._heard.shutdown(socket.SHUT_RDWR)  # Ends _watch.
+        # Ended here, not while the interpreter finalizes: a thread dropping the last
+        # reference to a TensorFlow session (the callbacks hold one) then aborts the process.
+        self._watcher.join()
 
     def _watch(self):
         """Reads the signals the wakeup socket hears; enforces the grace period."""
@@ -263,7 +269,7 @@ class SignalStop:
             logging.warning('Received %s: stopping after the step in flight (within %g s)',
                             signal.Signals(self.signum).name, self.grace_secs)
             for callback in self._callbacks:
-                threading.Thread(target=callback, daemon=True).start()
+                threading.Thread(target=callback).start()
 
     def _exit(self, message):
         sys.stderr.write(f'{os.path.basename(sys.argv[0])}: {message}\n')
@@ -419,9 +425,11 @@ class SyncReplicasHook(tf.train.SessionRunHook):
 
     The chief aggregates the gradients in a thread that ends quietly when the session closes
     (TensorFlow's queue runner keeps the chief waiting 2 minutes for it, then prints a
-    traceback). When training ends, the chief puts `num_replicas` tokens in the token queue,
-    so no worker stays blocked waiting for an update that will never come: pass this hook in
-    train()'s `hooks`, which end after the checkpoint hook has saved the last step.
+    traceback), and which the interpreter waits for before it ends (a thread still in
+    TensorFlow while the interpreter finalizes aborts the process). When training ends, the
+    chief puts `num_replicas` tokens in the token queue, so no worker stays blocked waiting
+    for an update that will never come: pass this hook in train()'s `hooks`, which end after
+    the checkpoint hook has saved the last step.
 
     Counting: every worker step pushes one gradient and then takes one token, so the tokens
     the chief queued minus those left are the gradients pushed; each update applies
@@ -460,7 +468,7 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         for op in self._init_ops:
             session.run(op)
         if self._is_chief:
-            threading.Thread(target=self._aggregate, args=(session, coord), daemon=True,
+            threading.Thread(target=self._aggregate, args=(session, coord),
                              name='sync_replicas_aggregation').start()
 
     def _aggregate(self, session, coord):

@@ -7,12 +7,14 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from slim_deploy.cluster import launch
 from slim_deploy.image_classifier import config, train
+from slim_deploy.training import loop
 
 from helpers import (
     ENV,
@@ -136,6 +138,14 @@ def test_the_grace_period_running_out_exits(digits_dir, tmp_path):
     assert code == 143 and 2 <= seconds < 8
     assert final_line(task) == ('train_image_classifier.py: did not stop within 2 s of SIGTERM '
                                 '(--grace_period_secs); exiting now')
+
+
+def test_a_signal_stop_ends_its_thread_with_its_block():
+    """Not while the interpreter finalizes, where a thread that drops the last reference to a
+    TensorFlow session (a callback holds one) aborts the process."""
+    with loop.SignalStop():
+        assert 'signal_stop' in [thread.name for thread in threading.enumerate()]
+    assert 'signal_stop' not in [thread.name for thread in threading.enumerate()]
 
 
 @pytest.mark.slow
