@@ -25,13 +25,14 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.cluster import watchdog as watchdog_lib
 from slim_deploy.common import native_stderr
-from slim_deploy.common.errors import AddressInUse, ClusterError, UsageError
+from slim_deploy.common.errors import AddressInUse, ClusterError, Interrupted, UsageError
 
 TASK_TYPES = ('chief', 'worker', 'ps')
 EVALUATOR = 'evaluator'
 # What a collective op raises when another member died, closed its connection or hung.
 PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
                tf.errors.AbortedError, tf.errors.CancelledError)
+POLL_SECS = 0.1  # How often a ps task looks for a signal, and then for the chief's report.
 _TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
 # The lines gRPC logs when a server cannot listen on its port.
 _SERVER_FAILED = re.compile(r'E\d{4} .*\] (Failed to add port to server: .*|'
@@ -138,23 +139,102 @@ def _port_in_use(port):
     return False
 
 
-def serve(task):
+def serve(task, grace_secs):
     """Starts `task`'s server and serves (a ps task holds its variables) until SIGTERM or
-    SIGINT, then returns."""
+    SIGINT. The chief, signalled at the same moment (a whole job stops at once), still needs
+    the variables for its last checkpoint: the task serves on until the chief says it has
+    written it (report_last_checkpoint), the chief's server no longer answers (its process
+    ended), or `grace_secs` (seconds) have passed since the signal; then raises Interrupted
+    saying which."""
     received = []
     handlers = {signum: signal.signal(signum, lambda number, _: received.append(number))
                 for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
-        task.start_server()
-        logging.info('%s:%d serving at %s until SIGTERM or Ctrl-C', task.task_type,
-                     task.task_index, task.address)
-        while not received:  # Polled: TensorFlow's threads may be the ones signalled.
-            time.sleep(0.1)
+        server = task.start_server()
+        logging.info('%s serving at %s until SIGTERM or Ctrl-C', task.name, task.address)
+        with _ChiefReports(server, task.task_index) as reports:
+            while not received:  # Polled: TensorFlow's threads may be the ones signalled.
+                time.sleep(POLL_SECS)
+            reports.read()  # Those of chiefs that ended before the signal are old news.
+            name = signal.Signals(received[0]).name
+            logging.info('%s received %s: serving until the chief has written its last '
+                         'checkpoint (within %g s)', task.name, name, grace_secs)
+            why = _chief_done(task, reports, time.monotonic() + grace_secs)
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-    logging.info('%s:%d stopped by %s', task.task_type, task.task_index,
-                 signal.Signals(received[0]).name)
+    raise Interrupted(f'{task.name} stopped by {name}: ' + (
+        why or f'the chief did not report its last checkpoint within {grace_secs:g} s '
+        '(--grace_period_secs)'), received[0])
+
+
+def _chief_done(task, reports, deadline):
+    """Why the chief of `task`'s cluster needs this ps task no more: 'the chief has written
+    its last checkpoint' (a report came), 'the chief does not answer' (its process ended);
+    None if neither happened by `deadline` (time.monotonic())."""
+    chief = {task.chief: task.addresses()[task.chief]}
+    while time.monotonic() < deadline:
+        if reports.read():
+            return 'the chief has written its last checkpoint'
+        if not watchdog_lib.answering(chief, timeout_secs=1.0):
+            return 'the chief does not answer'
+        time.sleep(POLL_SECS)
+    return None
+
+
+def report_last_checkpoint(task, timeout_secs=5.0):
+    """Tells each ps task of `task`'s cluster (the chief's) that the chief has written its
+    last checkpoint, so that a ps task stopped by a signal stops serving (serve). A ps task
+    that does not take the report within `timeout_secs` has ended: it is passed over."""
+    with tf.Graph().as_default():
+        for index, address in enumerate(task.cluster.get('ps', ())):
+            report = tf.raw_ops.AssignAddVariableOp(resource=_chief_reports(index),
+                                                    value=tf.constant(1, tf.int64))
+            config = tf.ConfigProto(device_filters=[f'/job:ps/task:{index}'],
+                                    operation_timeout_in_ms=int(timeout_secs * 1000))
+            try:
+                with tf.Session(f'grpc://{address}', config=config) as session:
+                    session.run(report)
+            except tf.errors.OpError as e:
+                logging.warning('ps:%d (%s) did not take the report of the last checkpoint '
+                                '(%s)', index, address, type(e).__name__)
+
+
+def _chief_reports(ps_index):
+    """The handle of the count, on ps task `ps_index`, of the chief's reports that it has
+    written its last checkpoint: the same variable in every graph (by its shared name)."""
+    with tf.device(f'/job:ps/task:{ps_index}/device:CPU:0'):
+        return tf.raw_ops.VarHandleOp(dtype=tf.int64, shape=[],
+                                      shared_name='slim_deploy_last_checkpoint_reports')
+
+
+class _ChiefReports:
+    """The count of the chief's reports on ps task `ps_index`, whose `server` (a
+    tf.distribute.Server) serves it, read through a session of its own; entered, it starts
+    at 0. read(): whether a report came since the previous read (or since entering)."""
+
+    def __init__(self, server, ps_index):
+        self._graph = tf.Graph()
+        with self._graph.as_default():
+            reports = _chief_reports(ps_index)
+            self._reset = tf.raw_ops.AssignVariableOp(resource=reports,
+                                                      value=tf.constant(0, tf.int64))
+            self._count = tf.raw_ops.ReadVariableOp(resource=reports, dtype=tf.int64)
+        self._session = tf.Session(server.target, graph=self._graph, config=tf.ConfigProto(
+            device_filters=[f'/job:ps/task:{ps_index}']))
+        self._seen = 0
+
+    def __enter__(self):
+        self._session.run(self._reset)
+        return self
+
+    def __exit__(self, *exc_info):
+        self._session.close()
+
+    def read(self):
+        count = self._session.run(self._count)
+        came, self._seen = count > self._seen, count
+        return came
 
 
 def from_tf_config(text):

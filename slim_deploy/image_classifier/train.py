@@ -15,7 +15,7 @@ import tf_slim as slim
 
 from slim_deploy.cluster import tasks
 from slim_deploy.common import fileio
-from slim_deploy.common.errors import UsageError
+from slim_deploy.common.errors import Interrupted, UsageError
 from slim_deploy.datasets import pipeline
 from slim_deploy.deployment import (
     all_reduce,
@@ -89,9 +89,11 @@ def train(config):
         watchdog = cluster.cluster_task and tasks.watchdog(
             cluster.cluster_task, cluster.task_timeout_secs, cluster.variable_update,
             cluster.sync_replicas, cluster.replicas_to_aggregate)
+        reported = (_last_checkpoint_reported(cluster.cluster_task)
+                    if cluster.cluster_task and cluster.is_chief else contextlib.nullcontext())
         # The loop.
         try:
-            with guard.raising():
+            with guard.raising(), reported:
                 final_step = loop.train(
                     graph.train_tensor, config.train_dir, monitor, master=master,
                     is_chief=cluster.is_chief,
@@ -117,6 +119,20 @@ def train(config):
                      'checkpoints in %s', final_step, monitor.local_steps,
                      ''.join(f' ({line})' for line in skipped if line), config.train_dir)
     return final_step
+
+
+@contextlib.contextmanager
+def _last_checkpoint_reported(task):
+    """Around the training loop of the chief, `task` (a ClusterTask): once the loop has ended
+    with its last checkpoint written (it returned, or a signal interrupted it), reports it to
+    the cluster's ps tasks, which a signal stops only then (tasks.serve). A loop that fails
+    writes no last checkpoint: its process ends, as the ps tasks see."""
+    try:
+        yield
+    except Interrupted:
+        tasks.report_last_checkpoint(task)
+        raise
+    tasks.report_last_checkpoint(task)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,8 @@
-"""ClusterTask from TF_CONFIG and flags, its gRPC server, and serve() until a signal."""
+"""ClusterTask from TF_CONFIG and flags, its gRPC server, and serve() until a signal and then
+until the chief has written its last checkpoint."""
 import json
-import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 
@@ -15,7 +14,7 @@ from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.cluster.tasks import ClusterTask
 from slim_deploy.common.errors import AddressInUse, UsageError
 
-from helpers import REPO
+from helpers import ENV, REPO, start_logged, wait_for
 
 CHIEF = ['chief0:2222']
 WORKERS = ['worker0:2222', 'worker1:2222']
@@ -323,46 +322,62 @@ SERVE = r'''
 import sys
 from absl import logging
 from slim_deploy.cluster import tasks
+from slim_deploy.common.errors import Interrupted
 logging.set_verbosity(logging.INFO)  # As the command-line tools do.
-tasks.serve(tasks.from_flags(sys.argv[1], sys.argv[2], 'ps', 0))
-print('returned', flush=True)
+try:
+    tasks.serve(tasks.from_flags(sys.argv[1], sys.argv[2], 'ps', 0), grace_secs=60)
+except Interrupted as e:
+    print(e, flush=True)
+    sys.exit(e.exit_code)
 '''
 
 
-def wait_until_listening(process, port, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return
-        except OSError:
-            if process.poll() is not None:
-                pytest.fail(f'serve exited with {process.returncode} before listening: '
-                            f'{process.stderr.read()[-3000:]}')
-            if time.monotonic() > deadline:
-                pytest.fail(f'nothing listens on port {port} after {timeout} s')
-            time.sleep(0.05)
+def serving(tmp_path, chief):
+    """A ps task serving (serve) in a process of its own, with a grace period of 60 s, whose
+    chief is at address `chief`; returns (its Popen, its address, its log) once it serves."""
+    address = f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}'
+    log = tmp_path / 'ps.log'
+    process = start_logged([sys.executable, '-c', SERVE, address, chief], log,
+                           {**ENV, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'})
+    wait_for(lambda: f'ps:0 serving at {address}' in log.read_text(), 60, process, log)
+    return process, address, log
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
-def test_serve_returns_on_a_signal(signum):
-    ps_port, worker_port = free_ports(LOCALHOST, 2)
-    process = subprocess.Popen(
-        [sys.executable, '-c', SERVE, f'127.0.0.1:{ps_port}', f'127.0.0.1:{worker_port}'],
-        env={**os.environ, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_a_signalled_ps_task_serves_until_the_chief_reports_its_last_checkpoint(tmp_path):
+    with socket.socket() as chief:  # It answers as a live chief's server does.
+        chief.bind((LOCALHOST, 0))
+        chief.listen()
+        process, address, log = serving(tmp_path, f'127.0.0.1:{chief.getsockname()[1]}')
+        the_chief = ClusterTask({'worker': [f'127.0.0.1:{chief.getsockname()[1]}'],
+                                 'ps': [address]}, 'worker', 0)
+        try:
+            tasks.report_last_checkpoint(the_chief)  # An earlier chief's, before the signal.
+            process.send_signal(signal.SIGTERM)
+            wait_for(lambda: 'ps:0 received SIGTERM: serving until the chief has written its '
+                             'last checkpoint (within 60 s)' in log.read_text(), 30, process, log)
+            time.sleep(2)
+            assert process.poll() is None  # Serving on for the chief.
+            tasks.report_last_checkpoint(the_chief)
+            assert process.wait(timeout=30) == 143
+        finally:
+            process.kill()
+            process.wait()
+    assert log.read_text().rstrip().splitlines()[-1] == (
+        'ps:0 stopped by SIGTERM: the chief has written its last checkpoint')
+
+
+@pytest.mark.slow
+def test_a_signalled_ps_task_whose_chief_does_not_answer_stops_at_once(tmp_path):
+    process, _, log = serving(tmp_path, f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}')
     try:
-        wait_until_listening(process, ps_port)
-        process.send_signal(signum)
-        out, err = process.communicate(timeout=30)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
     finally:
         process.kill()
         process.wait()
-    assert process.returncode == 0, err[-3000:]
-    assert out == 'returned\n'
-    assert f'ps:0 serving at 127.0.0.1:{ps_port} until SIGTERM or Ctrl-C' in err
-    assert f'ps:0 stopped by {signal.Signals(signum).name}' in err
+    assert log.read_text().rstrip().splitlines()[-1] == (
+        'ps:0 stopped by SIGINT: the chief does not answer')
 
 
 def test_lost_peer_names_the_task_the_error_names():

@@ -1,8 +1,11 @@
 """roles.run: a cluster task's role decides what its process does (a trainer trains, the
-evaluator evaluates the chief's checkpoints, a ps task serves), and train() only trains."""
+evaluator evaluates the chief's checkpoints, a ps task serves until a signal and then for the
+chief, within the grace period), and train() only trains."""
 import os
 import signal
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -47,21 +50,32 @@ def test_a_trainer_trains_and_the_evaluator_evaluates_its_checkpoints(digits_dir
 
 
 @pytest.mark.slow
-def test_the_script_as_a_ps_task_serves_until_sigterm(tmp_path):
+def test_the_script_as_a_ps_task_serves_until_sigterm_and_its_grace_period(tmp_path):
+    """Its chief answers (a listening socket) but never reports its last checkpoint: the ps
+    task serves --grace_period_secs after the signal."""
     ps_port, = free_ports(LOCALHOST, 1)
-    process = subprocess.Popen(
-        [*TRAIN, f'--train_dir={tmp_path / "train"}',
-         f'--ps_hosts=127.0.0.1:{ps_port}', '--worker_hosts=127.0.0.1:1', '--job_name=ps',
-         '--task=0'], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: watchdog.answering({'ps:0': f'{LOCALHOST}:{ps_port}'}, 1),
-                 timeout=60, process=process)
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)
-    finally:
-        process.kill()
-        process.wait()
-    assert process.returncode == 0, err[-3000:]
+    with socket.socket() as chief:
+        chief.bind((LOCALHOST, 0))
+        chief.listen()
+        process = subprocess.Popen(
+            [*TRAIN, f'--train_dir={tmp_path / "train"}', f'--ps_hosts=127.0.0.1:{ps_port}',
+             f'--worker_hosts=127.0.0.1:{chief.getsockname()[1]}', '--job_name=ps', '--task=0',
+             '--grace_period_secs=3'],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: watchdog.answering({'ps:0': f'{LOCALHOST}:{ps_port}'}, 1),
+                     timeout=60, process=process)
+            signalled = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=60)
+            seconds = time.monotonic() - signalled
+        finally:
+            process.kill()
+            process.wait()
+    assert process.returncode == 143, err[-3000:]
     assert f'ps:0 serving at 127.0.0.1:{ps_port} until SIGTERM or Ctrl-C' in err
-    assert 'ps:0 stopped by SIGTERM' in err
+    assert err.rstrip().splitlines()[-1] == (
+        'train_image_classifier.py: ps:0 stopped by SIGTERM: the chief did not report its last '
+        'checkpoint within 3 s (--grace_period_secs)')
+    assert seconds >= 3
     assert os.listdir(tmp_path) == []  # A ps task writes no train_dir.

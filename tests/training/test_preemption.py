@@ -1,12 +1,11 @@
 """Training stopped from outside: SIGTERM and SIGINT end the step in flight, the chief
 checkpoints it and a rerun resumes from it; a second signal, or the grace period running
-out, exits at once; a corrupt newest checkpoint is skipped; a cluster stops together."""
+out, exits at once; a corrupt newest checkpoint is skipped; a cluster stops together, its
+ps tasks serving until the chief has written its last checkpoint."""
 import logging
 import random
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -16,9 +15,9 @@ from slim_deploy.cluster import launch
 from slim_deploy.image_classifier import config, train
 from slim_deploy.training import loop
 
+from clusters import Cluster
 from helpers import (
     ENV,
-    REPO,
     TRAIN,
     checkpoint_step,
     run,
@@ -173,8 +172,42 @@ def test_a_truncated_newest_checkpoint_is_skipped_with_a_warning(digits_dir, tmp
     assert checkpoint_step(train_dir) == 7
 
 
+# How long the whole-job tests hold the chief back (SIGSTOP) from finishing its step and
+# writing its last checkpoint: longer than a ps task takes to end without waiting for it (2-4 s
+# on these machines), as a large model's save can be.
+CHIEF_FROZEN_SECS = 5
+
+
+def stop_every_task(processes, chief='worker:0'):
+    """SIGTERM to every one of `processes` ({task: Popen}) at once, as the launcher and the
+    deletion of a JobSet do, the chief's step and last checkpoint held back
+    CHIEF_FROZEN_SECS; returns {task: exit code}, once every task has ended."""
+    processes[chief].send_signal(signal.SIGSTOP)
+    for process in processes.values():
+        process.send_signal(signal.SIGTERM)
+    time.sleep(CHIEF_FROZEN_SECS)
+    serving = {task for task, process in processes.items() if process.poll() is None}
+    processes[chief].send_signal(signal.SIGCONT)
+    assert {task for task in processes if task.startswith('ps')} <= serving
+    return {task: process.wait(timeout=config.ScheduleConfig.grace_period_secs + 30)
+            for task, process in processes.items()}
+
+
+def assert_chief_checkpointed(log, train_dir, reported):
+    """The chief's `log` (text) ends saying it checkpointed the step its checkpoint in
+    train_dir holds, at or after step `reported`, the last it logged before the signal."""
+    stopped = checkpoint_step(train_dir)
+    assert stopped >= reported
+    assert log.rstrip().splitlines()[-1] == (
+        f'train_image_classifier.py: stopped by SIGTERM at global step {stopped}; '
+        f'checkpointed in {train_dir}: rerun to resume from it')
+    return stopped
+
+
 @pytest.mark.cluster
 def test_sigterm_to_the_chief_stops_collective_workers_together(digits_dir, tmp_path):
+    """Then the rerun resumes from that step, and a SIGTERM to both workers at once keeps
+    the chief's last step."""
     train_dir, steps = tmp_path / 'train', 150
     cluster = launch.cluster_spec(launch.LOCALHOST, 0, 2)
     args = train_args(train_dir, digits_dir, steps, '--variable_update=collective',
@@ -202,41 +235,40 @@ def test_sigterm_to_the_chief_stops_collective_workers_together(digits_dir, tmp_
                                   ' with the other workers, one of which received SIGTERM')
     chief, worker = start(0, 1), start(1, 1)
     try:
-        assert chief.process.wait(timeout=240) == 0, chief.text()[-3000:]
-        assert worker.process.wait(timeout=60) == 0, worker.text()[-3000:]
+        chief.wait_for(lambda: chief.last_step() > stopped, timeout=180)
+        reported = chief.last_step()
+        codes = stop_every_task({'worker:0': chief.process, 'worker:1': worker.process})
     finally:
         chief.kill()
         worker.kill()
     assert f'Resuming from {train_dir}/model.ckpt-{stopped}' in chief.text()
-    assert checkpoint_step(train_dir) == steps
+    assert codes == {'worker:0': 143, 'worker:1': 143}, worker.text()[-3000:]
+    assert_chief_checkpointed(chief.text(), train_dir, reported)
+    assert 'exiting now' not in chief.text() + worker.text()  # Nobody needed the grace period.
 
 
 @pytest.mark.cluster
-def test_sigterm_to_a_sync_replicas_job_releases_every_worker(digits_dir, tmp_path):
+@pytest.mark.parametrize('sync', [True, False], ids=['sync', 'async'])
+def test_sigterm_to_every_task_keeps_the_chiefs_last_step(digits_dir, tmp_path, sync):
+    """The ps task, which holds the variables, serves until the chief has written its last
+    checkpoint; with --sync_replicas the signalled chief releases every worker waiting in
+    the token queue."""
     train_dir = tmp_path / 'train'
-    launcher = subprocess.Popen(
-        [sys.executable, '-m', 'slim_deploy.cluster.launch', '--num_ps_tasks=1',
-         '--worker_replicas=2', '--sync_replicas', '--', *TRAIN,
-         *train_args(train_dir, digits_dir, 2000, '--replicas_to_aggregate=2',
-                     log_every_n_steps=EVERY_STEP)],
-        cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        lines = []
-        for line in launcher.stdout:
-            lines.append(line)
-            if line.startswith('[worker:0]') and STEP_LINE.search(line):
-                if int(STEP_LINE.search(line)[1]) >= random.randint(3, 30):
-                    break
-        launcher.send_signal(signal.SIGTERM)
-        output, _ = launcher.communicate(timeout=config.ScheduleConfig.grace_period_secs + 10)
-    finally:
-        launcher.kill()
-    output = ''.join(lines) + output
-    assert launcher.returncode == 143, output[-3000:]
-    stopped = checkpoint_step(train_dir)
-    assert (f'[worker:0] train_image_classifier.py: stopped by SIGTERM at global step '
-            f'{stopped}; checkpointed') in output
-    # Worker 1 may still be starting (the chief's steps need no other worker's gradients).
-    assert re.search(r'^\[worker:1\] train_image_classifier.py: stopped by SIGTERM (at global '
-                     r'step \d+|before its first step)', output, re.MULTILINE), output[-3000:]
-    assert 'exiting now' not in output  # Nobody needed the grace period's end.
+    extra = ['--sync_replicas', '--replicas_to_aggregate=2'] if sync else []
+    with Cluster(tmp_path, train_args(train_dir, digits_dir, 2000, *extra,
+                                      log_every_n_steps=EVERY_STEP)) as job:
+        job.wait_for(lambda: STEP_LINE.findall(job.log('worker:0')), timeout=180)
+        time.sleep(random.uniform(0, 2))
+        reported = int(STEP_LINE.findall(job.log('worker:0'))[-1])
+        codes = stop_every_task(job.processes)
+    logs = {task: job.log(task) for task in codes}
+    assert codes == {'ps:0': 143, 'worker:0': 143, 'worker:1': 143}, logs['worker:0'][-3000:]
+    assert_chief_checkpointed(logs['worker:0'], train_dir, reported)
+    assert logs['ps:0'].rstrip().splitlines()[-1] == (
+        'train_image_classifier.py: ps:0 stopped by SIGTERM: the chief has written its last '
+        'checkpoint')
+    # Worker 1 may still be starting (an asynchronous chief needs no other worker).
+    assert re.fullmatch(r'train_image_classifier.py: stopped by SIGTERM (at global step \d+|'
+                        r'before its first step); not checkpointed here',
+                        logs['worker:1'].rstrip().splitlines()[-1]), logs['worker:1'][-3000:]
+    assert 'exiting now' not in ''.join(logs.values())  # Nobody needed the grace period.
