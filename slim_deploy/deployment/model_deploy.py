@@ -289,9 +289,10 @@ class DeploymentConfig:
       quantize_delay: None, or train quantization-aware from this global step on (>= 0):
         deploy() rewrites the clones with quantize.create_training_graph before their
         gradients (batch norm folded, weights and activations fake-quantized to 8 bits,
-        the ranges shared by the clones and learned from clone 0's batches), or, without
-        an optimizer, with quantize.create_eval_graph. Not with sync_batch_norm (each clone
-        folds its batch norms with its own batch's statistics).
+        convolutions' weights per output channel (per_channel_wt, for int8 TensorFlow Lite
+        models), the ranges shared by the clones and learned from clone 0's batches), or,
+        without an optimizer, with quantize.create_eval_graph. Not with sync_batch_norm
+        (each clone folds its batch norms with its own batch's statistics).
       gradient_compression: the dtype gradients cross between tasks in, a name in
         compression.COMPRESSIONS: 'none' (float32), 'bfloat16' or 'float16' (scaled by a
         power of two; see compression). With 'collective' the all-reduces run on 16-bit
@@ -1069,7 +1070,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         else:
             # Only the losses, for evaluation.
             if config.quantize_delay is not None:
-                quantize.create_eval_graph()
+                quantize.create_eval_graph(per_channel_wt=True)
             total_loss = _total_loss(_gather_clones_losses(clones))
 
         # Add the first clone's summaries and the losses', and merge them all.
@@ -1109,7 +1110,7 @@ def _training_step(config, clones, copies, optimizer, summaries, summarize_gradi
     with tf.device(config.variables_device()):
         global_step = tf.train.get_or_create_global_step()
     if config.quantize_delay is not None:
-        quantize.create_training_graph(quant_delay=config.quantize_delay)
+        quantize.create_training_graph(quant_delay=config.quantize_delay, per_channel_wt=True)
     if callable(var_list):
         var_list = var_list()
     loss_scaling = precision_lib.PRECISIONS[config.precision].loss_scaling

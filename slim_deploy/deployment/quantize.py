@@ -9,10 +9,20 @@
     quantize.create_eval_graph()                      # reads the ranges training learned
 
 `from tensorflow.contrib import quantize` gives this module (slim_deploy.aliases), so slim's
-scripts run unchanged; DeploymentConfig(quantize_delay=N) has deploy() call the training
-rewrite. A rewrite changes the graph in place (the default graph when None): it changes
-what ops read, not the tensors, so a tensor held from before it (the logits a network
-returned) is the float one; what reads it afterwards reads the quantized one. It finds:
+scripts and TF 1 clients (DeepLab, the Object Detection API) run unchanged and get what
+contrib gave them: weights quantized per tensor and asymmetric, the models TensorFlow Lite
+converts to uint8 as TF 1 did (inference_type=tf.uint8 and quantized_input_stats).
+per_channel_wt=True (the name NVIDIA's TensorFlow 1.15 gives it) quantizes the weights of
+convolutions per output channel and symmetric instead, the models TensorFlow Lite converts
+to int8 (tflite.convert); TensorFlow Lite's uint8 kernels take no per-channel weights, its
+int8 kernels no asymmetric ones. DeploymentConfig(quantize_delay=N) has deploy() call the
+training rewrite with per_channel_wt=True (train_image_classifier --quantize_delay: its
+exporter writes int8 models). A checkpoint says which it holds (checkpoint_per_channel_wt):
+the shapes of its weight ranges.
+
+A rewrite changes the graph in place (the default graph when None): it changes what ops
+read, not the tensors, so a tensor held from before it (the logits a network returned) is
+the float one; what reads it afterwards reads the quantized one. It finds:
 
 - Layers: each Conv2D, DepthwiseConv2dNative and MatMul whose weights are read from a
   variable (slim.conv2d, separable_conv2d (its depthwise and pointwise parts), depthwise
@@ -27,56 +37,67 @@ returned) is the float one; what reads it afterwards reads the quantized one. It
   sqrt(moving_variance + eps) / sqrt(batch_variance + eps) and offset by beta - batch_mean
   * gamma / sqrt(batch_variance + eps); the moving averages keep their updates. From global
   step freeze_bn_delay on, the moving statistics replace the batch's and stop moving.
-- Weights are fake-quantized to weight_bits (8) bits, symmetric on [-max|w|, max|w|] in
-  the narrow range (levels -127..127, 0 exact), as TFLite's int8 kernels take them: per
-  output channel for Conv2D and DepthwiseConv2dNative (TFLite quantizes those per axis), per
-  tensor for MatMul (TFLite's FULLY_CONNECTED takes one weight scale). Their range comes
-  from the weights themselves, with no state: evaluation quantizes the weights it restores.
-- Activations are fake-quantized to activation_bits (8) bits, asymmetric, on a range
-  [min, max] holding 0, the moving average (decay EMA_DECAY, debiased as contrib's, so the
-  first batch sets it) of each batch's: the output of each layer's ReLU/ReLU6, or of the
-  layer without one ('act_quant'; 'conv_quant' when it feeds an add); the output of each
-  Add, AddV2 or Mul with a quantized input (through identities, reshapes and max-pooling),
-  or of the ReLU after it ('add_quant', 'mul_quant', 'act_quant'; in training dropout's
-  multiplication too, as contrib's). The output of an AvgPool of a quantized tensor is
-  rounded to its input's grid, as TFLite's int8 AVERAGE_POOL_2D computes it (contrib left
-  it float). The model's input is not quantized: TFLite's converter takes its range
+- Weights are fake-quantized to weight_bits (8) bits in the narrow range (levels 1..255
+  of 8 bits), on the range of the weights themselves (folded ones included) widened to hold
+  0, [min(w, 0), max(w, 0)], as contrib's; with symmetric, [-max|w|, max|w|] (0 exact and
+  midway). With per_channel_wt, Conv2D and DepthwiseConv2dNative weights get one symmetric
+  range per output channel (TensorFlow Lite's int8 kernels quantize those per axis) and
+  MatMul weights one symmetric range (its FULLY_CONNECTED takes one weight scale). Training
+  records the range in variables, which evaluation reads, as contrib's last-value ranges.
+- Activations are fake-quantized to activation_bits (8) bits, asymmetric (with symmetric:
+  on a range whose 0 is exact and midway), on a range [min, max] holding 0, the moving
+  average (decay EMA_DECAY, debiased as contrib's, so the first batch sets it) of each
+  batch's: the output of each layer's ReLU/ReLU6, or of the layer without one ('act_quant';
+  'conv_quant' when it feeds an add); the output of each Add, AddV2 or Mul with a quantized
+  input (through identities, reshapes and max-pooling), or of the ReLU after it
+  ('add_quant', 'mul_quant', 'act_quant'; in training dropout's multiplication too, as
+  contrib's). The output of an AvgPool of a quantized tensor is rounded to its input's grid,
+  as TensorFlow Lite's AVERAGE_POOL_2D keeps its input's scale (contrib left it float). The
+  model's input is not quantized: TensorFlow Lite's converter takes its range
   (quantized_input_stats).
 - quant_delay N > 0: before global step N the fake-quantized tensors are the float ones
   (the ranges still learn); from step N on, quantized. 0 or None: quantized from the start.
 
-Variables: each activation range is '<scope>/<act_quant ...>/min' and '/max' (float32
-scalars, global, not trainable, not model variables: fine-tuning from a float checkpoint
-restores the model and starts the ranges afresh), and in training '/update_count' (the
-batches the average holds). <scope> is the name scope of the layer (or add) without a
-leading clone scope ('clone_1/', model_deploy's), as contrib named them for one clone: the
-clones share one set, as they share the weights, which the first clone's batches (the first
-in the graph) update, as deploy() takes batch norm's updates from clone 0, and the others
-read; checkpoints do not depend on the number of clones, and the evaluation graph reads the
-same names. They sit on the device of their layer's weights (an add's: of the layer feeding
-it), as the model's variables do: the worker's CPU, a ps task, clone 0's device when
-replicated.
+Variables: each range is '<scope>/<kind>/min' and '/max' (float32, global, not trainable,
+not model variables: fine-tuning from a float checkpoint restores the model and starts the
+ranges afresh): kind 'weights_quant' for a layer's weights (scalars, or [output channels]
+with per_channel_wt; starting at [-6, 6], as contrib's), the kinds above for activations
+(scalars starting at [0, 6]; in training also '/update_count', the batches the average
+holds); '_1', '_2', ... follow a kind repeated in one scope (a separable convolution's two
+weights). <scope> is the name scope of the layer (or add) without a leading clone scope
+('clone_1/', model_deploy's), as contrib named them for one clone: the clones share one set,
+as they share the weights, which the first clone (the first in the graph) updates, as
+deploy() takes batch norm's updates from clone 0; the others quantize activations on what it
+learns and weights on their own range (the same weights'). Checkpoints do not depend on the
+number of clones, and the evaluation graph reads the same names. They sit on the device of
+their layer's weights (an add's: of the layer feeding it), as the model's variables do: the
+worker's CPU, a ps task, clone 0's device when replicated.
 
 What differs from contrib: quant_delay and freeze_bn_delay count global steps (contrib
-counted session runs in a variable of its own); weights are quantized symmetric and per
-channel, on their own range (contrib: asymmetric, per tensor, their range kept in
-variables); the ranges are not model variables and are shared by the clones (contrib
-made a set per clone scope); average pooling is quantized; a graph holding fake quantization
-already, or for the training rewrite an optimizer's update, is refused (ValueError).
+counted session runs in a variable of its own); per_channel_wt is symmetric and leaves
+MatMul per tensor (NVIDIA's: asymmetric unless symmetric, MatMul per unit too); the ranges
+are not model variables and are shared by the clones (contrib made a set per clone scope);
+average pooling is quantized; a graph holding fake quantization already, or for the training
+rewrite an optimizer's update, is refused (ValueError).
 """
 import collections
 import dataclasses
 import re
 
+import numpy as np
 import tensorflow.compat.v1 as tf
 from tensorflow.python.framework import tensor_util
 
 __all__ = ['create_training_graph', 'create_eval_graph', 'experimental_create_training_graph',
-           'experimental_create_eval_graph', 'EMA_DECAY']
+           'experimental_create_eval_graph', 'checkpoint_per_channel_wt', 'EMA_DECAY']
 
 EMA_DECAY = 0.999  # Of the activation ranges' moving averages, as contrib's.
-# A range's starting value, as contrib's: what a range holds before its first update.
-_INITIAL_RANGE = (0.0, 6.0)
+# The ranges' starting values, as contrib's: what a range holds before its first update.
+_ACTIVATIONS_INITIAL_RANGE = (0.0, 6.0)
+_WEIGHTS_INITIAL_RANGE = (-6.0, 6.0)
+_WEIGHTS_KIND = 'weights_quant'
+# The name of a weight range's min variable, for checkpoint_per_channel_wt.
+_WEIGHTS_MIN = re.compile(rf'(^|/){_WEIGHTS_KIND}(_\d+)?/min$')
 _LAYER_TYPES = frozenset({'Conv2D', 'DepthwiseConv2dNative', 'MatMul'})
 _ACTIVATION_TYPES = frozenset({'Relu', 'Relu6'})
 _ADD_TYPES = frozenset({'Add', 'AddV2'})
@@ -93,7 +114,7 @@ _OPTIMIZER_UPDATE = re.compile(r'^(Resource)?(Sparse)?Apply')
 _CLONE_SCOPE = re.compile(r'^clone_\d+/')  # model_deploy.DeploymentConfig.clone_scope's.
 
 
-def create_training_graph(input_graph=None, quant_delay=0):
+def create_training_graph(input_graph=None, quant_delay=0, per_channel_wt=False):
     """Rewrites a training graph in place for quantization-aware training (see the module).
 
     Call it after the model is built and before the gradients (optimizer.minimize,
@@ -104,45 +125,60 @@ def create_training_graph(input_graph=None, quant_delay=0):
       input_graph: the tf.Graph to rewrite; None: the default graph.
       quant_delay: the global step from which weights and activations are quantized (the
         float values before it, while the ranges learn); 0 or None: from the start.
+      per_channel_wt: convolutions' weights per output channel, symmetric (for int8
+        TensorFlow Lite models); False: per tensor, asymmetric, as contrib's (for uint8).
     Raises:
       ValueError: the graph holds an optimizer's update or fake quantization already.
     """
-    experimental_create_training_graph(input_graph, quant_delay=quant_delay)
+    experimental_create_training_graph(input_graph, quant_delay=quant_delay,
+                                       per_channel_wt=per_channel_wt)
 
 
-def create_eval_graph(input_graph=None):
+def create_eval_graph(input_graph=None, per_channel_wt=False):
     """Rewrites an evaluation graph in place to compute as the quantized model (see the
-    module): batch norm folded with its moving statistics, weights quantized, activations
-    quantized on the ranges training learned (variables to restore from its checkpoint).
+    module): batch norm folded with its moving statistics, weights and activations quantized
+    on the ranges training learned (variables to restore from its checkpoint).
 
     Args:
       input_graph: the tf.Graph to rewrite; None: the default graph.
+      per_channel_wt: as the training rewrite's (checkpoint_per_channel_wt tells).
     """
-    experimental_create_eval_graph(input_graph)
+    experimental_create_eval_graph(input_graph, per_channel_wt=per_channel_wt)
 
 
 def experimental_create_training_graph(input_graph=None, weight_bits=8, activation_bits=8,
                                        symmetric=False, quant_delay=0, freeze_bn_delay=None,
-                                       scope=None):
+                                       scope=None, per_channel_wt=False):
     """create_training_graph with contrib's experimental options.
 
     Args:
       weight_bits, activation_bits: bits of the quantized weights and activations (2..16).
-      symmetric: activation ranges symmetric around 0 too (weights' always are).
+      symmetric: weight and activation ranges symmetric around 0.
       freeze_bn_delay: the global step from which folded batch norms use their moving
         statistics instead of the batch's, and stop updating them; None: never.
       scope: only the layers and adds whose names (clone scope removed) start with it.
     """
     _Rewrite(_graph(input_graph), True, weight_bits, activation_bits, symmetric, quant_delay,
-             freeze_bn_delay, scope).run()
+             freeze_bn_delay, scope, per_channel_wt).run()
 
 
 def experimental_create_eval_graph(input_graph=None, weight_bits=8, activation_bits=8,
-                                   symmetric=False, quant_delay=None, scope=None):
+                                   symmetric=False, quant_delay=None, scope=None,
+                                   per_channel_wt=False):
     """create_eval_graph with contrib's experimental options (as the training rewrite's;
     quant_delay: quantized from this global step on, None: always)."""
     _Rewrite(_graph(input_graph), False, weight_bits, activation_bits, symmetric, quant_delay,
-             None, scope).run()
+             None, scope, per_channel_wt).run()
+
+
+def checkpoint_per_channel_wt(checkpoint):
+    """The per_channel_wt of the training rewrite whose ranges checkpoint prefix `checkpoint`
+    holds: True when it holds weight ranges per output channel, False when all are per
+    tensor (tf.contrib.quantize's; also a model of fully connected layers only, whatever
+    trained it), None when it holds none (it did not train quantization-aware)."""
+    shapes = [shape for name, shape in tf.train.list_variables(checkpoint)
+              if _WEIGHTS_MIN.search(name)]
+    return any(len(shape) == 1 for shape in shapes) if shapes else None
 
 
 def _graph(input_graph):
@@ -260,26 +296,33 @@ class _BatchNorm:
 
 
 class _Range:
-    """The [min, max] range of one quantized tensor: variables '<name>/min' and '<name>/max',
-    and in training '<name>/update_count', on `device`; `training`: made with the count."""
+    """The range of one quantized tensor: variables '<name>/min' and '<name>/max' of `shape`
+    ([]: one range; [channels]: one per output channel) starting at `initial` (min, max), on
+    `device`; `counted` (an activation's in training): also '<name>/update_count'."""
 
-    def __init__(self, name, device, training):
+    def __init__(self, name, device, initial, shape=(), counted=False):
         self.device = device
         with tf.device(None), tf.device(device), tf.name_scope(None), \
                 tf.name_scope(name + '/'):
-            self.min, self.max = (self._variable(value, key)
-                                  for key, value in zip(('min', 'max'), _INITIAL_RANGE))
-            self.count = self._variable(0.0, 'update_count') if training else None
+            self.min, self.max = (self._variable(np.full(shape, value, np.float32), key)
+                                  for key, value in zip(('min', 'max'), initial))
+            self.count = self._variable(0.0, 'update_count') if counted else None
 
     @staticmethod
     def _variable(value, name):
-        return tf.Variable(value, name=name, trainable=False, use_resource=True,
+        # Resource or not as the variable scope makes the model's (as contrib's).
+        return tf.Variable(value, name=name, trainable=False,
                            collections=[tf.GraphKeys.GLOBAL_VARIABLES], dtype=tf.float32)
 
     def read(self):
         """(min, max) as they are."""
         with tf.colocate_with(self.min):
             return self.min.read_value(), self.max.read_value()
+
+    def assign(self, low, high):
+        """(min, max) after setting them to `low` and `high` (a last-value range)."""
+        with tf.colocate_with(self.min):
+            return self.min.assign(low), self.max.assign(high)
 
     def update(self, batch_min, batch_max):
         """(min, max) after averaging in a batch's range (scalars): each moves by
@@ -301,7 +344,7 @@ class _Rewrite:
     """One rewrite of `graph`: finds the layers, folds, quantizes (see the module)."""
 
     def __init__(self, graph, training, weight_bits, activation_bits, symmetric, quant_delay,
-                 freeze_bn_delay, scope):
+                 freeze_bn_delay, scope, per_channel_wt):
         _check_bits('weight_bits', weight_bits)
         _check_bits('activation_bits', activation_bits)
         _check_step('quant_delay', quant_delay)
@@ -309,7 +352,7 @@ class _Rewrite:
         self._graph = graph
         self._training = training
         self._weight_bits, self._activation_bits = weight_bits, activation_bits
-        self._symmetric = symmetric
+        self._symmetric, self._per_channel_wt = symmetric, per_channel_wt
         self._quant_delay, self._freeze_bn_delay = quant_delay or None, freeze_bn_delay
         self._scope = scope.strip('/') if scope else ''
         self._ranges = {}  # Range name -> _Range, made by its first (clone 0's) tensor.
@@ -379,7 +422,7 @@ class _Rewrite:
                 bias_add = _sole_consumer(output)
                 if bias_add is not None and bias_add.type == 'BiasAdd':
                     output = bias_add.outputs[0]
-                layer.op._update_input(1, self._quantized_weights(layer.weights, layer.op))
+                layer.op._update_input(1, self._quantized_weights(layer.weights, layer))
             else:
                 output = self._fold(layer, batch_norm)
             consumer = _next_op(output)
@@ -390,25 +433,33 @@ class _Rewrite:
                 kind = 'conv_quant'  # Before a residual add, as contrib names it.
             self._quantize_activation(output, scope, kind, layer.variable.device)
 
-    def _quantized_weights(self, weights, layer_op):
-        """`weights` of `layer_op` fake-quantized: symmetric, narrow range, per output
-        channel for convolutions, per tensor for MatMul; in the current scope."""
-        with tf.name_scope('weights_quant'):
-            channels = weights
-            if layer_op.type == 'DepthwiseConv2dNative':  # Output channel = in x multiplier.
-                channels = tf.reshape(weights, weights.shape[:2].as_list() + [-1])
-            if layer_op.type == 'MatMul':
-                limit = tf.stop_gradient(tf.reduce_max(tf.abs(weights)))
-                quantized = tf.quantization.fake_quant_with_min_max_vars(
-                    weights, -limit, limit, num_bits=self._weight_bits, narrow_range=True)
+    def _quantized_weights(self, weights, layer):
+        """`weights` of `layer` (its own or folded) fake-quantized in the narrow range, on its
+        range '<layer scope>/weights_quant' (see the module); in the current name scope."""
+        layer_op = layer.op
+        per_channel = self._per_channel_wt and layer_op.type != 'MatMul'
+        with tf.name_scope(_WEIGHTS_KIND):
+            shaped = weights
+            if per_channel and layer_op.type == 'DepthwiseConv2dNative':
+                # Output channel = input channel x multiplier.
+                shaped = tf.reshape(weights, weights.shape[:2].as_list() + [-1])
+            quant_range, first = self._range(
+                _scope_of(layer_op.name), _WEIGHTS_KIND, layer.variable.device,
+                _WEIGHTS_INITIAL_RANGE, shaped.shape[-1:].as_list() if per_channel else [])
+            if not self._training:
+                low, high = quant_range.read()
             else:
-                limit = tf.stop_gradient(tf.reduce_max(tf.abs(channels), axis=[0, 1, 2][
-                    :channels.shape.rank - 1]))
-                quantized = tf.quantization.fake_quant_with_min_max_vars_per_channel(
-                    channels, -limit, limit, num_bits=self._weight_bits, narrow_range=True)
-                if channels is not weights:
-                    quantized = tf.reshape(quantized, weights.shape)
-            return self._delayed(quantized, weights, layer_op.device)
+                low, high = _weights_range(shaped, per_channel,
+                                           self._symmetric or self._per_channel_wt)
+                if first:
+                    low, high = quant_range.assign(low, high)
+            fake_quant = (tf.quantization.fake_quant_with_min_max_vars_per_channel
+                          if per_channel else tf.quantization.fake_quant_with_min_max_vars)
+            quantized = fake_quant(shaped, low, high, num_bits=self._weight_bits,
+                                   narrow_range=True)
+            if shaped is not weights:
+                quantized = tf.reshape(quantized, weights.shape)
+        return self._delayed(quantized, weights, layer_op.device)
 
     def _fold(self, layer, batch_norm):
         """Builds the folded layer of `batch_norm` (see the module), gives its consumers the
@@ -432,7 +483,7 @@ class _Rewrite:
             if layer.op.type == 'DepthwiseConv2dNative':
                 weights_scale = tf.reshape(scale, layer.weights.shape[2:])
             folded_weights = tf.multiply(layer.weights, weights_scale, name='mul_fold')
-        quantized = self._quantized_weights(folded_weights, layer.op)
+        quantized = self._quantized_weights(folded_weights, layer)
         output = _copy_op(layer.op, [layer.op.inputs[0], quantized], layer.op.type + '_Fold')
         if layer.space_op is not None:
             output = _copy_op(layer.space_op, [output, *layer.space_op.inputs[1:]],
@@ -517,28 +568,36 @@ class _Rewrite:
 
     def _quantize_activation(self, tensor, scope, kind, device):
         """Gives the consumers of `tensor` (float32, made in name scope `scope`) its fake
-        quantization on range '<scope, clone scope removed>/<kind>' (made on `device` by
-        the first tensor of that name, which updates it in training; read by the others)."""
+        quantization on its range of `kind` (see _range; in training the first tensor of a
+        range updates it, the others read it)."""
         consumers = tensor.consumers()
+        with tf.name_scope(kind):
+            quant_range, first = self._range(scope, kind, device, _ACTIVATIONS_INITIAL_RANGE,
+                                             counted=self._training)
+            low, high = (quant_range.update(*self._batch_range(tensor))
+                         if first and self._training else quant_range.read())
+            quantized = tf.quantization.fake_quant_with_min_max_vars(
+                tensor, low, high, num_bits=self._activation_bits)
+            quantized = self._delayed(quantized, tensor, tensor.op.device)
+        self._quantized[quantized.ref()] = _Quantized(quant_range, low, high)
+        _reroute(tensor, quantized, consumers)
+
+    def _range(self, scope, kind, device, initial, shape=(), counted=False):
+        """(the _Range '<scope, clone scope removed>/<kind>' of the next tensor of `kind` in
+        name scope `scope`, whether this call made it). The first such tensor of a scope has
+        '<kind>', the next '<kind>_1', ...: in each clone alike, so the first clone makes
+        the range (on `device`, from `initial`, of `shape`; `counted`: see _Range) and the
+        others share it."""
         clone_scope, model_scope = _split_clone_scope(scope)
         name = f'{model_scope}/{kind}'.lstrip('/')
         used = self._names[clone_scope, name]
         self._names[clone_scope, name] += 1
         if used:
             name = f'{name}_{used}'
-        with tf.name_scope(kind):
-            quant_range = self._ranges.get(name)
-            if quant_range is None:
-                quant_range = self._ranges[name] = _Range(name, device, self._training)
-                low, high = (quant_range.update(*self._batch_range(tensor)) if self._training
-                             else quant_range.read())
-            else:
-                low, high = quant_range.read()
-            quantized = tf.quantization.fake_quant_with_min_max_vars(
-                tensor, low, high, num_bits=self._activation_bits)
-            quantized = self._delayed(quantized, tensor, tensor.op.device)
-        self._quantized[quantized.ref()] = _Quantized(quant_range, low, high)
-        _reroute(tensor, quantized, consumers)
+        if name in self._ranges:
+            return self._ranges[name], False
+        self._ranges[name] = _Range(name, device, initial, shape, counted)
+        return self._ranges[name], True
 
     def _batch_range(self, tensor):
         """(min, max) of `tensor`, widened to hold 0 (and, symmetric, to a range whose
@@ -566,6 +625,19 @@ class _Rewrite:
                 self._steps[key] = tf.greater_equal(
                     tf.train.get_global_step(self._graph), step, name=f'step_reached_{step}')
         return self._steps[key]
+
+
+def _weights_range(weights, per_channel, symmetric):
+    """(min, max) of `weights` (per output channel, its last axis, when per_channel) as
+    constants to backpropagation, widened to hold 0; `symmetric`: -max|w| and max|w|."""
+    axes = list(range(weights.shape.rank - 1)) if per_channel else None
+    if symmetric:
+        limit = tf.reduce_max(tf.abs(weights), axes)
+        low, high = -limit, limit
+    else:
+        low = tf.minimum(tf.reduce_min(weights, axes), 0.0)
+        high = tf.maximum(tf.reduce_max(weights, axes), 0.0)
+    return tf.stop_gradient(low), tf.stop_gradient(high)
 
 
 def _read(variable):

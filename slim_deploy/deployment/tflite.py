@@ -10,9 +10,11 @@ The quantizations, by name (QUANTIZATIONS, flag --tflite_quantization):
   float16  float16 weights, float32 math (about half the size).
   dynamic  int8 weights, float32 activations (dynamic-range quantization).
   int8     int8 weights and activations (full-integer): a tensor's range is that of the
-           graph's fake-quantization op on it (quantization-aware training), else calibrated
-           on representative inputs (post-training quantization; with quantization-aware
-           training, the model's input alone, which training does not quantize).
+           graph's fake-quantization op on it (quantization-aware training: its weights
+           must be quantized symmetric, as quantize's per_channel_wt quantizes them), else
+           calibrated on representative inputs (post-training quantization; with
+           quantization-aware training, the model's input alone, which training does not
+           quantize).
 Only an int8 model may take and give int8 or uint8 tensors (IO_TYPES, flag
 --tflite_io_type); Model quantizes its float32 inputs and dequantizes its outputs with the
 scale and zero point the model records.
@@ -59,6 +61,8 @@ _NATIVE_NOISE = re.compile(r'fully_quantize: \d+, inference_type: .*'
 _LOGGED_NOISE = 'Using experimental converter'
 # Fake quantization with the range as inputs (tf.quantization.fake_quant_with_min_max_vars*).
 _FAKE_QUANT_OPS = frozenset({'FakeQuantWithMinMaxVars', 'FakeQuantWithMinMaxVarsPerChannel'})
+# TensorFlow Lite's ops whose input 1 holds weights, which their int8 kernels take symmetric.
+_WEIGHTED_OPS = frozenset({'CONV_2D', 'DEPTHWISE_CONV_2D', 'FULLY_CONNECTED'})
 
 
 def convert(session, inputs, outputs, quantization='float', io_type='float32',
@@ -74,7 +78,9 @@ def convert(session, inputs, outputs, quantization='float', io_type='float32',
     with them (quantization-aware training) the ops' ranges are used, and the inputs' own
     ranges (the least and greatest values, and 0) are the data's.
     io_type: an IO_TYPES name, the type of the model's inputs and outputs; int8 and uint8
-    need quantization 'int8'. Raises UsageError naming the flag when they do not fit.
+    need quantization 'int8'. Raises UsageError naming the flag when they do not fit, or
+    when an int8 model's weights are not symmetric (tf.contrib.quantize's asymmetric
+    per-tensor ranges, which TensorFlow Lite's int8 kernels refuse or misread).
     """
     check_io_type(quantization, io_type)
     settings = QUANTIZATIONS[quantization]
@@ -114,7 +120,11 @@ def convert(session, inputs, outputs, quantization='float', io_type='float32',
             converter.representative_dataset = representative_data
         with _without_noise():
             model = converter.convert()
-    return _with_io_names(model, input_names, output_names)
+    model_object = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    if settings.integer:
+        _check_symmetric_weights(model_object)
+    _name_io(model_object, input_names, output_names)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model_object))
 
 
 def _input_stats(representative_data):
@@ -139,8 +149,8 @@ def _input_stats(representative_data):
 def _with_constant_ranges(session, graph_def, output_names):
     """`graph_def` (frozen from session's graph) with the ranges of its fake-quantization ops
     as constants, their values in `session`, and only what `output_names` need: the
-    converter takes a range it cannot read as a constant (e.g. computed from the weights) for
-    none, and folds the op away."""
+    converter takes a range it cannot read as a constant (e.g. one a graph computes from its
+    weights) for none, and folds the op away."""
     fake_quants = [node for node in graph_def.node if node.op in _FAKE_QUANT_OPS]
     ranges = session.run({node.name: session.graph.get_operation_by_name(node.name).inputs[1:3]
                           for node in fake_quants})
@@ -157,15 +167,31 @@ def _with_constant_ranges(session, graph_def, output_names):
     return tf.graph_util.extract_sub_graph(graph_def, output_names)
 
 
-def _with_io_names(model, input_names, output_names):
-    """TensorFlow Lite model `model` (bytes) with its inputs and outputs named as given (the
-    converter renames those it makes integer from quantize-dequantize pairs)."""
-    model_object = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+def _check_symmetric_weights(model_object):
+    """Raises UsageError naming --tflite_quantization when a weights tensor of int8 model
+    `model_object` (a flatbuffer object) has a zero point other than 0."""
+    subgraph = model_object.subgraphs[0]
+    asymmetric = sorted(
+        subgraph.tensors[op.inputs[1]].name.decode() for op in subgraph.operators
+        if flatbuffer_utils.opcode_to_name(model_object, op.opcodeIndex) in _WEIGHTED_OPS and
+        np.any(getattr(subgraph.tensors[op.inputs[1]].quantization, 'zeroPoint', None)))
+    if asymmetric:
+        raise UsageError(
+            f'--tflite_quantization=int8 needs weights quantized symmetric around 0, but the '
+            f'weights of {len(asymmetric)} of its layers are asymmetric (the first: '
+            f"{asymmetric[0]!r}), as tf.contrib.quantize's rewrite quantizes them: train with "
+            "per-channel weights (quantize's per_channel_wt, train_image_classifier "
+            "--quantize_delay) or convert to uint8 as TF 1 did (inference_type=tf.uint8)")
+
+
+def _name_io(model_object, input_names, output_names):
+    """Names the inputs and outputs of TensorFlow Lite model `model_object` (a flatbuffer
+    object) as given (the converter renames those it makes integer from
+    quantize-dequantize pairs)."""
     subgraph = model_object.subgraphs[0]
     for indices, names in ((subgraph.inputs, input_names), (subgraph.outputs, output_names)):
         for index, name in zip(indices, names):
             subgraph.tensors[index].name = name.encode()
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(model_object))
 
 
 def check_io_type(quantization, io_type):
@@ -229,7 +255,7 @@ class Model:
             with _without_noise():
                 self._interpreter.allocate_tensors()
             self._allocated_batch = len(batch)
-        self._interpreter.set_tensor(self._input['index'], _quantized(batch, self._input))
+        self._interpreter.set_tensor(self._input['index'], quantized(batch, self._input))
         self._interpreter.invoke()
         return {detail['name']: _dequantized(self._interpreter.get_tensor(detail['index']),
                                              detail)
@@ -242,7 +268,7 @@ def _shape(detail):
     return tuple(None if size < 0 else int(size) for size in detail['shape_signature'])
 
 
-def _quantized(values, detail):
+def quantized(values, detail):
     """Float32 `values` as the tensor of `detail` (an interpreter's tensor details) takes
     them: rounded to its integer type with its scale and zero point, or unchanged."""
     dtype = detail['dtype']
@@ -254,7 +280,7 @@ def _quantized(values, detail):
 
 
 def _dequantized(values, detail):
-    """The float32 values of integer tensor `values` (see _quantized), or `values`."""
+    """The float32 values of integer tensor `values` (see quantized), or `values`."""
     if not np.issubdtype(detail['dtype'], np.integer):
         return values.astype(np.float32)
     scale, zero_point = detail['quantization']

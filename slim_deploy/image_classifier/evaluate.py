@@ -34,7 +34,8 @@ def evaluate(config):
     eval/Accuracy and eval/Recall_5, to an event file in eval_dir. Several clones split
     each step's batches; the last step's are padded with zero-weight examples, so every
     example counts once and none is dropped. With config.quantize the network is the
-    quantized graph (quantize.create_eval_graph). Raises UsageError when the checkpoint or
+    quantized graph (quantize.create_eval_graph, its weights per channel or per tensor as the
+    checkpoint holds their ranges). Raises UsageError when the checkpoint or
     the dataset is missing or eval_dir cannot be written. config.eval_interval_secs and
     config.timeout play no part here (see evaluate_continuously).
 
@@ -180,8 +181,9 @@ def _evaluate_checkpoint(config, model, checkpoint):
             return _step_sums(logits, labels, weights, model.num_classes)
 
         clones = model_deploy.create_clones(deployment, model_fn)
-        if config.quantize:
-            quantize.create_eval_graph()
+        if config.quantize:  # None (no ranges): restoring reports it.
+            quantize.create_eval_graph(
+                per_channel_wt=bool(quantize.checkpoint_per_channel_wt(checkpoint)))
         with tf.device(deployment.optimizer_device()):
             step_sums = tf.add_n([clone.outputs for clone in clones])
 

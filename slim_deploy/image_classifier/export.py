@@ -2,9 +2,12 @@
 and/or a TensorFlow Lite model.
 
 The GraphDef holds the network in eval mode (or training mode with is_training), quantized
-with quantize (quantize.create_eval_graph after the network, as slim's --quantize), behind a
+with quantize (quantize.create_eval_graph after the network, as slim's --quantize; its
+weights per channel when the checkpoint holds such ranges, as train_image_classifier
+--quantize_delay trains them, else per tensor, as tf.contrib.quantize's), behind a
 float32 placeholder named 'input' of shape [batch_size, image_size, image_size, channels],
-without variable values (slim's format, for freeze_graph). The SavedModel holds the
+without variable values, its variables reference variables as under TF 1 (slim's format, for
+TensorFlow's freeze_graph with the checkpoint). The SavedModel holds the
 checkpoint's values and a 'serving_default' signature: input 'images' (float32 [N,
 image_size, image_size, channels], preprocessed as for evaluation) -> 'logits' and
 'probabilities' (float32 [N, num_classes]). The .tflite file holds the same graph, input
@@ -46,16 +49,21 @@ def export(config):
     if config.tflite_file and config.tflite_model_quantization == 'int8':
         representative_data = _representative_data(config)
     written = {}
-    with tf.Graph().as_default() as graph:
-        images, logits, probabilities = _inference_graph(config)
-        if config.output_file:
-            graph_def = graph.as_graph_def()
-            with _room_checked(config.output_file):
-                fileio.write_atomically(config.output_file, str(graph_def)
-                                        if config.write_text_graphdef
-                                        else graph_def.SerializeToString())
-            written['output_file'] = config.output_file
-            logging.info('Wrote the inference GraphDef to %s', config.output_file)
+    # Without a checkpoint, tf.contrib.quantize's rewrite (slim's); None: no ranges, which
+    # restoring then reports.
+    per_channel_wt = bool(checkpoint and quantize.checkpoint_per_channel_wt(checkpoint))
+    if config.output_file:
+        graph_def = _graph_def(config, per_channel_wt)
+        with _room_checked(config.output_file):
+            fileio.write_atomically(config.output_file, str(graph_def)
+                                    if config.write_text_graphdef
+                                    else graph_def.SerializeToString())
+        written['output_file'] = config.output_file
+        logging.info('Wrote the inference GraphDef to %s', config.output_file)
+    if not (config.saved_model_dir or config.tflite_file):
+        return written
+    with tf.Graph().as_default():
+        images, logits, probabilities = _inference_graph(config, per_channel_wt)
         if config.saved_model_dir:
             with _room_checked(config.saved_model_dir):
                 _write_saved_model(config.saved_model_dir, checkpoint, config.quantize, images,
@@ -95,9 +103,20 @@ def _tflite_story(config):
     return f'{quantization}, {config.tflite_io_type} input and output'
 
 
-def _inference_graph(config):
-    """Adds the network behind placeholder 'input', quantized if config.quantize; returns
-    (input, logits, probabilities), the last two named 'logits' and 'probabilities'."""
+def _graph_def(config, per_channel_wt):
+    """The GraphDef of _inference_graph as TF 1 wrote it: its variables reference variables
+    (VariableV2), which TensorFlow's freeze_graph restores from a checkpoint (into resource
+    variables, TensorFlow 2's, it cannot)."""
+    with tf.Graph().as_default() as graph, tf.variable_scope(tf.get_variable_scope(),
+                                                             use_resource=False):
+        _inference_graph(config, per_channel_wt)
+    return graph.as_graph_def()
+
+
+def _inference_graph(config, per_channel_wt):
+    """Adds the network behind placeholder 'input', quantized if config.quantize (with
+    quantize's per_channel_wt); returns (input, logits, probabilities), the last two named
+    'logits' and 'probabilities'."""
     model = config.model
     network_fn = nets_factory.get_network_fn(model.model_name, config.num_classes,
                                              is_training=config.is_training)
@@ -108,7 +127,7 @@ def _inference_graph(config):
     logits = tf.identity(logits, name='logits')
     probabilities = tf.nn.softmax(logits, name='probabilities')
     if config.quantize:
-        quantize.create_eval_graph()
+        quantize.create_eval_graph(per_channel_wt=per_channel_wt)
     return images, logits, probabilities
 
 

@@ -1,11 +1,13 @@
 """Quantization-aware training (slim_deploy.deployment.quantize, tf.contrib.quantize's API):
-batch norm folded and weights and activations fake-quantized in each kind of layer, in
-training and eval mode; the 8-bit grids; quant_delay and freeze_bn_delay; ranges learned
-from clone 0's batches, shared by the clones and placed as the model's variables; the eval
-graph restoring a QAT checkpoint's ranges and converting to an int8 TFLite model that
-computes as it does; deploy(quantize_delay=N) training lenet on the digits in every
-variable update; and `from tensorflow.contrib import quantize`."""
+batch norm folded and weights (per tensor as contrib's, or per channel) and activations
+fake-quantized in each kind of layer, in training and eval mode; the 8-bit grids; quant_delay
+and freeze_bn_delay; ranges learned from clone 0's batches, shared by the clones and placed
+as the model's variables; the eval graph restoring a QAT checkpoint's ranges (and saying
+which kind it holds) and converting to a uint8 (per tensor) or int8 (per channel) TFLite
+model that computes as it does; deploy(quantize_delay=N) training lenet on the digits in
+every variable update; and `from tensorflow.contrib import quantize`."""
 import concurrent.futures
+import re
 import subprocess
 import sys
 import textwrap
@@ -82,11 +84,18 @@ def _give_values(session, seed=1):
         variable.load(rng.uniform(low, high, shape).astype(np.float32), session)
 
 
-def _ranges():
-    """{range name ('c/act_quant'): (min variable, max variable)} of the current graph."""
+# Weight ranges hold weights of a few steps of training: those of _give_values (folded with
+# its gammas and moving variances) lie in it.
+WEIGHTS_SPAN = (-2.0, 2.0)
+
+
+def _ranges(weights=False):
+    """{range name ('c/act_quant'): (min variable, max variable)} of the current graph's
+    activations, or with `weights` of its weights ('c/weights_quant')."""
     variables = {v.op.name: v for v in tf.global_variables()}
     return {name[:-len('/min')]: (v, variables[name[:-len('min')] + 'max'])
-            for name, v in variables.items() if name.endswith('_quant/min')}
+            for name, v in variables.items() if re.search(r'_quant(_\d+)?/min$', name) and
+            ('/weights_quant' in name) == weights}
 
 
 def _needed_ops(fetches):
@@ -104,8 +113,8 @@ def _needed_ops(fetches):
 def _run_layer(layer, training, rewrite=None, span=None):
     """Output of LAYERS[layer] on _images() (variables from _give_values),
     after rewrite(graph) (None: float), every activation range set to `span` (min, max)
-    first (None: left alone). Returns (output, the ops a training step runs: the output's
-    and the batch-norm updates')."""
+    and every weight range to WEIGHTS_SPAN first (None: left alone). Returns (output, the
+    ops a training step runs: the output's and the batch-norm updates')."""
     build = LAYERS[layer][0]
     with tf.Graph().as_default() as graph:
         tf.train.create_global_step()
@@ -115,21 +124,27 @@ def _run_layer(layer, training, rewrite=None, span=None):
         with tf.Session() as session:
             session.run(tf.global_variables_initializer())
             _give_values(session)
-            for low, high in _ranges().values() if span else ():
-                low.load(span[0], session)
-                high.load(span[1], session)
+            for weights, bounds in ((False, span), (True, WEIGHTS_SPAN)) if span else ():
+                for low, high in _ranges(weights).values():
+                    low.load(np.full(low.shape, bounds[0]), session)
+                    high.load(np.full(high.shape, bounds[1]), session)
             return session.run(output), _needed_ops(
                 [output, *tf.get_collection(tf.GraphKeys.UPDATE_OPS)])
 
 
-@pytest.mark.parametrize('training', [True, False], ids=['training', 'eval'])
+# (training, per_channel_wt): contrib's rewrite in both modes, per-channel weights in training
+# (evaluation's per-channel ranges are read as per-tensor ones are, and converted to int8 below).
+@pytest.mark.parametrize('training, per_channel_wt', [(True, False), (False, False),
+                                                      (True, True)],
+                         ids=['training', 'eval', 'training_per_channel'])
 @pytest.mark.parametrize('layer', sorted(LAYERS))
-def test_each_layer_is_folded_and_quantized_and_computes_as_the_float_layer(layer, training):
+def test_each_layer_is_folded_and_quantized_and_computes_as_the_float_layer(layer, training,
+                                                                           per_channel_wt):
     expected, _ = _run_layer(layer, training)
-    if training:  # 16 bits: quantization error aside, the rewritten graph is the float one.
-        rewrite = lambda g: quantize.experimental_create_training_graph(g, 16, 16)  # noqa: E731
-    else:
-        rewrite = lambda g: quantize.experimental_create_eval_graph(g, 16, 16)  # noqa: E731
+    # 16 bits: quantization error aside, the rewritten graph is the float one.
+    create = (quantize.experimental_create_training_graph if training
+              else quantize.experimental_create_eval_graph)
+    rewrite = lambda g: create(g, 16, 16, per_channel_wt=per_channel_wt)  # noqa: E731
     # In eval mode the ranges are training's: give each one wider than the output's.
     span = None if training else (-2 * np.abs(expected).max(), 2 * np.abs(expected).max())
     actual, operations = _run_layer(layer, training, rewrite, span)
@@ -137,7 +152,8 @@ def test_each_layer_is_folded_and_quantized_and_computes_as_the_float_layer(laye
 
     weights = sorted(op.type for op in operations
                      if op.type.startswith('FakeQuant') and 'weights_quant' in op.name)
-    assert weights == sorted(LAYERS[layer][1])
+    kinds = LAYERS[layer][1]
+    assert weights == sorted(kinds if per_channel_wt else [PER_TENSOR] * len(kinds))
     folded = LAYERS[layer][2]
     assert any(op.name.endswith('BatchNorm_Fold/mul_fold') for op in operations) == folded
     assert any('batch_add_fold' in op.name for op in operations) == (folded and training)
@@ -163,22 +179,37 @@ def _on_grid(values, low, high, steps):
         levels.max() <= steps + 1e-3)
 
 
-def test_weights_and_activations_lie_on_their_8_bit_grids():
+@pytest.mark.parametrize('per_channel_wt', [False, True], ids=['per_tensor', 'per_channel'])
+def test_weights_and_activations_lie_on_their_8_bit_grids(per_channel_wt):
     with tf.Graph().as_default() as graph:
         logits = tf.identity(_conv_net(tf.constant(_images())))
-        quantize.create_training_graph()
+        quantize.create_training_graph(per_channel_wt=per_channel_wt)
         fakes = [op for op in graph.get_operations() if op.type.startswith('FakeQuant')]
+        weight_ranges = _ranges(weights=True)
         with tf.Session() as session:
             session.run(tf.global_variables_initializer())
-            values = session.run([[op.outputs[0], op.inputs[1], op.inputs[2]] for op in fakes])
+            values = session.run([[op.inputs[0], op.outputs[0], op.inputs[1], op.inputs[2]]
+                                  for op in fakes])
+            recorded = session.run(weight_ranges)
             assert np.isfinite(session.run(logits)).all()
-    assert sorted(op.type for op in fakes) == [PER_TENSOR] * 3 + [PER_CHANNEL]
-    for op, (quantized, low, high) in zip(fakes, values):
-        if 'weights_quant' in op.name:  # Symmetric, narrow: k * max|w| / 127, |k| <= 127.
-            np.testing.assert_allclose(low, -high)
-            step = high / 127
-            assert np.allclose(quantized / step, np.round(quantized / step), atol=1e-3)
-            assert np.all(np.abs(quantized) <= high * (1 + 1e-6)), op.name
+    assert sorted(op.type for op in fakes) == [PER_TENSOR] * (3 if per_channel_wt else 4) + (
+        [PER_CHANNEL] if per_channel_wt else [])
+    assert sorted(recorded) == ['conv/weights_quant', 'logits/weights_quant']
+    for op, (weights, quantized, low, high) in zip(fakes, values):
+        if 'weights_quant' in op.name:  # Narrow: 254 steps, on the weights' own range.
+            scope = op.name.split('/')[0]
+            np.testing.assert_array_equal([low, high], recorded[f'{scope}/weights_quant'])
+            if per_channel_wt:  # Symmetric: k * max|w| / 127, |k| <= 127.
+                axes = tuple(range(weights.ndim - 1)) if op.type == PER_CHANNEL else None
+                np.testing.assert_allclose(high, np.abs(weights).max(axes), rtol=1e-6)
+                np.testing.assert_array_equal(low, -high)
+                step = high / 127
+                assert np.allclose(quantized / step, np.round(quantized / step), atol=1e-3)
+                assert np.all(np.abs(quantized) <= high * (1 + 1e-6)), op.name
+            else:  # Asymmetric, as contrib's: [min(w, 0), max(w, 0)].
+                np.testing.assert_allclose([low, high], [min(weights.min(), 0),
+                                                         max(weights.max(), 0)], rtol=1e-6)
+                assert low != -high and _on_grid(quantized, low, high, 254), op.name
             if op.type == PER_CHANNEL:
                 assert high.shape == (4,) and len(set(high.tolist())) == 4
         else:  # Asymmetric on the activation's range, holding 0: 255 steps.
@@ -275,6 +306,12 @@ def test_the_clones_share_one_set_of_ranges_which_clone_0s_batches_update():
             fakes = [op for op in graph.get_operations() if op.type.startswith('FakeQuant') and
                      op.name.startswith(clone) and 'gradients' not in op.name]
             assert len(fakes) == 4 and {op.device for op in fakes} == {device}
+        # Clone 0 records the weights' ranges; clone 1 quantizes the same weights on its own.
+        variables = [v for pair in _ranges(weights=True).values() for v in pair]
+        writers = [op for op in graph.get_operations() if op.type == 'AssignVariableOp' and
+                   op.inputs[0].op in {v.op for v in variables} and
+                   op not in {v.initializer for v in variables}]
+        assert len(writers) == 4 and all(op.name.startswith('clone_0/') for op in writers)
         with cpu_session() as session:
             session.run(tf.global_variables_initializer())
             _, activations = session.run([model.train_op, relus], {images: batch})
@@ -298,7 +335,7 @@ def test_the_ranges_are_placed_as_the_model_variables(config, devices):
     with tf.Graph().as_default():
         _two_clones(**config)
         variables = {v.op.name: v for v in tf.global_variables()}
-        for name, (low, high) in _ranges().items():
+        for name, (low, high) in {**_ranges(), **_ranges(weights=True)}.items():
             layer_device = variables[name.split('/')[0] + '/weights'].device
             assert low.device == high.device == layer_device
             assert low.device in (devices or {f'/job:ps/task:{t}/device:CPU:0' for t in (0, 1)})
@@ -306,37 +343,52 @@ def test_the_ranges_are_placed_as_the_model_variables(config, devices):
             config.get('num_ps_tasks'))
 
 
-def test_the_eval_graph_restores_a_qat_checkpoint_and_quantizes_with_its_ranges(tmp_path):
+def _all_ranges(session):
+    """{range name: (min, max) values} of the current graph's activations and weights."""
+    return {name: session.run(pair) for name, pair in {**_ranges(),
+                                                       **_ranges(weights=True)}.items()}
+
+
+@pytest.mark.parametrize('per_channel_wt', [False, True], ids=['per_tensor', 'per_channel'])
+def test_the_eval_graph_restores_a_qat_checkpoint_and_quantizes_with_its_ranges(
+        tmp_path, per_channel_wt):
     images = _images()
     with tf.Graph().as_default():
-        model, placeholder = _two_clones()
-        with cpu_session() as session:
+        loss = tf.reduce_sum(_conv_net(tf.constant(images)))
+        quantize.create_training_graph(per_channel_wt=per_channel_wt)
+        train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
+        with tf.Session() as session:
             session.run(tf.global_variables_initializer())
             for _ in range(3):
-                session.run(model.train_op, {placeholder: np.concatenate([images, images])})
-            trained = {name: session.run(pair) for name, pair in _ranges().items()}
+                session.run(train_op)
+            trained = _all_ranges(session)
             checkpoint = tf.train.Saver().save(session, str(tmp_path / 'model'))
     with tf.Graph().as_default():
         logits = tf.identity(_conv_net(tf.constant(images), training=False))
-        quantize.create_eval_graph()
+        quantize.create_eval_graph(per_channel_wt=quantize.checkpoint_per_channel_wt(checkpoint))
         assert not [v for v in tf.global_variables() if 'update_count' in v.op.name]
         with tf.Session() as session:
             tf.train.Saver().restore(session, checkpoint)
-            restored = {name: session.run(pair) for name, pair in _ranges().items()}
-            output = session.run(logits)
-            again = session.run(logits)
-            assert {name: session.run(pair) for name, pair in _ranges().items()} == restored
-    assert restored == trained and sorted(trained) == ['conv/act_quant', 'logits/act_quant']
+            restored = _all_ranges(session)
+            output, again = session.run(logits), session.run(logits)
+            assert _all_ranges(session).keys() == restored.keys()
+    assert sorted(trained) == ['conv/act_quant', 'conv/weights_quant', 'logits/act_quant',
+                               'logits/weights_quant']
+    for name, pair in trained.items():
+        np.testing.assert_array_equal(restored[name], pair)
+    assert np.shape(trained['conv/weights_quant'][0]) == ((4,) if per_channel_wt else ())
     np.testing.assert_array_equal(output, again)  # Evaluation reads the ranges, not moves them.
     assert _on_grid(output, *trained['logits/act_quant'], 255)
+    assert quantize.checkpoint_per_channel_wt(checkpoint) is per_channel_wt
     with tf.Graph().as_default(), tf.Session() as session:  # A float model's checkpoint:
         _conv_net(tf.constant(images))
         session.run(tf.global_variables_initializer())
         float_checkpoint = tf.train.Saver().save(session, str(tmp_path / 'float'))
+    assert quantize.checkpoint_per_channel_wt(float_checkpoint) is None
     with tf.Graph().as_default(), tf.Session() as session:  # ... lacks the ranges.
         _conv_net(tf.constant(images), training=False)
         quantize.create_eval_graph()
-        with pytest.raises(tf.errors.NotFoundError, match='act_quant'):
+        with pytest.raises(tf.errors.NotFoundError, match='_quant'):
             tf.train.Saver().restore(session, float_checkpoint)
 
 
@@ -351,13 +403,22 @@ def _tflite_model_graph(images, training):
     return slim.fully_connected(slim.flatten(net), 5, activation_fn=None, scope='logits')
 
 
-def test_the_eval_graph_converts_to_an_int8_tflite_model_computing_as_it(tmp_path):
+# (per_channel_wt, the converter's inference_type, quantized_input_stats): contrib's rewrite
+# converted as TF 1 clients do (DeepLab's stats: real = (q - 127.5) / 127.5), and the
+# per-channel one converted to int8 (real = q / 127).
+CONVERSIONS = {'uint8_per_tensor': (False, tf.uint8, (127.5, 127.5)),
+               'int8_per_channel': (True, tf.int8, (0.0, 127.0))}
+
+
+@pytest.mark.parametrize('conversion', sorted(CONVERSIONS))
+def test_the_eval_graph_converts_to_a_tflite_model_computing_as_it(tmp_path, conversion):
+    per_channel_wt, inference_type, stats = CONVERSIONS[conversion]
     train_images, labels = labelled_images((64, 16, 16, 3), 5, seed=2, low=-1.0)
     with tf.Graph().as_default():
         batch = tf.data.make_one_shot_iterator(tf.data.Dataset.from_tensor_slices(
             (train_images, labels)).repeat().batch(16)).get_next()
         tf.losses.sparse_softmax_cross_entropy(batch[1], _tflite_model_graph(batch[0], True))
-        quantize.create_training_graph()
+        quantize.create_training_graph(per_channel_wt=per_channel_wt)
         train_op = slim.learning.create_train_op(tf.losses.get_total_loss(),
                                                  tf.train.AdamOptimizer(0.01))
         with tf.Session() as session:
@@ -365,32 +426,38 @@ def test_the_eval_graph_converts_to_an_int8_tflite_model_computing_as_it(tmp_pat
             for _ in range(20):
                 session.run(train_op)
             checkpoint = tf.train.Saver().save(session, str(tmp_path / 'model'))
-    inputs = np.round(train_images[:8] * 127) / 127  # On the input's int8 grid.
     with tf.Graph().as_default():
         image = tf.placeholder(tf.float32, [1, 16, 16, 3], name='input')
         logits = tf.identity(_tflite_model_graph(image, False), name='logits')
-        quantize.create_eval_graph()
+        quantize.create_eval_graph(per_channel_wt=per_channel_wt)
         with tf.Session() as session:
             tf.train.Saver().restore(session, checkpoint)
-            expected = np.concatenate([session.run(logits, {image: x[None]}) for x in inputs])
             converter = tf.lite.TFLiteConverter.from_session(session, [image], [logits])
-            converter.inference_type = converter.inference_input_type = tf.int8
-            converter.inference_output_type = tf.int8
-            converter.quantized_input_stats = {'input': (0.0, 127.0)}  # real = q / 127.
-            model = converter.convert()
-    interpreter = tf2.lite.Interpreter(model_content=model)
-    interpreter.allocate_tensors()
-    assert {d['dtype'] for d in interpreter.get_tensor_details()} <= {np.int8, np.int32}
+            converter.inference_type = inference_type
+            converter.inference_input_type = converter.inference_output_type = inference_type
+            converter.quantized_input_stats = {'input': stats}
+            interpreter = tf2.lite.Interpreter(model_content=converter.convert())
+            interpreter.allocate_tensors()
+            source = interpreter.get_input_details()[0]
+            in_scale, in_zero = source['quantization']
+            levels = np.iinfo(inference_type.as_numpy_dtype)
+            codes = np.clip(np.round(train_images[:8] / in_scale + in_zero), levels.min,
+                            levels.max).astype(source['dtype'])
+            inputs = (codes.astype(np.float32) - in_zero) * in_scale  # On the input's grid.
+            expected = np.concatenate([session.run(logits, {image: x[None]}) for x in inputs])
+    assert {d['dtype'] for d in interpreter.get_tensor_details()} <= {
+        inference_type.as_numpy_dtype, np.int32}
     ops = {op['op_name'] for op in interpreter._get_ops_details()}
     assert {'CONV_2D', 'DEPTHWISE_CONV_2D', 'FULLY_CONNECTED'} <= ops
     per_axis = [d['quantization_parameters'] for d in interpreter.get_tensor_details()
                 if len(d['quantization_parameters']['scales']) > 1]
-    assert len(per_axis) >= 3  # Conv and depthwise weights (and their biases), per channel.
-    source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    # Per channel: conv and depthwise weights (and their biases).
+    assert len(per_axis) >= 3 if per_channel_wt else not per_axis
+    target = interpreter.get_output_details()[0]
     scale, zero = target['quantization']
     actual = []
-    for x in inputs:
-        interpreter.set_tensor(source['index'], np.round(x[None] * 127).astype(np.int8))
+    for code in codes:
+        interpreter.set_tensor(source['index'], code[None])
         interpreter.invoke()
         actual.append((interpreter.get_tensor(target['index']).astype(np.float32) - zero) *
                       scale)
@@ -401,19 +468,24 @@ def test_the_eval_graph_converts_to_an_int8_tflite_model_computing_as_it(tmp_pat
     assert error.max() < 4.01 and error.mean() < 0.75
 
 
-def test_lenet_is_quantized_layer_by_layer():
+@pytest.mark.parametrize('per_channel_wt', [False, True], ids=['per_tensor', 'per_channel'])
+def test_lenet_is_quantized_layer_by_layer(per_channel_wt):
     with tf.Graph().as_default() as graph:
         network_fn = nets_factory.get_network_fn('lenet', 10, is_training=False)
         logits = tf.identity(network_fn(tf.zeros([2, 28, 28, 1]))[0])
-        quantize.create_eval_graph()
+        quantize.create_eval_graph(per_channel_wt=per_channel_wt)
         needed = _needed_ops([logits])
-        ranges = sorted(_ranges())
+        ranges, weight_ranges = sorted(_ranges()), _ranges(weights=True)
     weights = {op.name: op.type for op in needed if op.type.startswith('Fake') and
                'weights_quant' in op.name}
+    conv = PER_CHANNEL if per_channel_wt else PER_TENSOR
     assert weights == {f'LeNet/{layer}/weights_quant/{kind}': kind for layer, kind in (
-        ('conv1', PER_CHANNEL), ('conv2', PER_CHANNEL), ('fc3', PER_TENSOR),
-        ('fc4', PER_TENSOR))}
+        ('conv1', conv), ('conv2', conv), ('fc3', PER_TENSOR), ('fc4', PER_TENSOR))}
     assert ranges == [f'LeNet/{layer}/act_quant' for layer in ('conv1', 'conv2', 'fc3', 'fc4')]
+    assert {name: low.shape.as_list() for name, (low, _) in weight_ranges.items()} == {
+        'LeNet/conv1/weights_quant': [32] if per_channel_wt else [],
+        'LeNet/conv2/weights_quant': [64] if per_channel_wt else [],
+        'LeNet/fc3/weights_quant': [], 'LeNet/fc4/weights_quant': []}
     assert logits.op.inputs[0].op.type == PER_TENSOR  # The logits, quantized.
     assert graph.get_operation_by_name('LeNet/conv1/Relu').outputs[0].consumers()[0].type == (
         PER_TENSOR)
@@ -427,9 +499,12 @@ def test_mobilenet_v1_is_folded_and_quantized_layer_by_layer():
         quantize.create_training_graph()
         needed = _needed_ops([loss, *tf.get_collection(tf.GraphKeys.UPDATE_OPS)])
         ranges = sorted(_ranges())
+        weight_ranges = sorted(_ranges(weights=True))
     weights = [op for op in needed if 'weights_quant' in op.name and op.type.startswith('Fake')]
     # 27 convolutions (1 + 13 depthwise + 13 pointwise), each folded, and the logits' conv.
-    assert [op.type for op in weights] == [PER_CHANNEL] * 28
+    assert [op.type for op in weights] == [PER_TENSOR] * 28  # As contrib's.
+    assert len(weight_ranges) == 28 and (
+        'MobilenetV1/MobilenetV1/Conv2d_1_depthwise/weights_quant' in weight_ranges)
     assert len([op for op in needed if op.name.endswith('BatchNorm_Fold/mul_fold')]) == 27
     assert not [op for op in needed if op.type.startswith('FusedBatchNorm')]
     # Each layer's output, and in training (as contrib's) the dropout's multiplication.
@@ -468,10 +543,10 @@ def test_deploy_without_an_optimizer_builds_the_eval_rewrite():
         config = model_deploy.DeploymentConfig(quantize_delay=0)
         model_deploy.deploy(config, lambda: tf.losses.sparse_softmax_cross_entropy(
             [0, 1, 2, 3], _conv_net(tf.constant(_images()), training=False)))
-        assert [op for op in graph.get_operations() if op.type == PER_CHANNEL]
+        assert [op for op in graph.get_operations() if op.type == PER_CHANNEL]  # int8's.
         assert sorted(v.op.name for v in tf.global_variables() if '_quant/' in v.op.name) == [
-            'conv/act_quant/max', 'conv/act_quant/min', 'logits/act_quant/max',
-            'logits/act_quant/min']  # Read, not learned: no update counts.
+            f'{layer}/{kind}_quant/{end}' for layer in ('conv', 'logits')
+            for kind in ('act', 'weights') for end in ('max', 'min')]  # Read: no counts.
 
 
 def test_the_rewrites_refuse_a_graph_with_gradients_applied_or_quantized_already():
@@ -581,18 +656,22 @@ def _quantized_accuracy(digits_dir, checkpoint):
             split.num_samples)).get_next()
         logits, _ = nets_factory.get_network_fn('lenet', 10, is_training=False)(images)
         accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float32))
-        quantize.create_eval_graph()
+        quantize.create_eval_graph(per_channel_wt=quantize.checkpoint_per_channel_wt(checkpoint))
         with tf.Session() as session:
             tf.train.Saver().restore(session, checkpoint)
             return session.run(accuracy)
 
 
 def _assert_trained_quantized(session, digits_dir, checkpoint):
-    """The ranges of lenet's 4 layers were learned and its quantized evaluation scores."""
+    """The ranges of lenet's 4 layers were learned (its weights' per channel, as deploy()
+    quantizes them) and its quantized evaluation scores."""
     ranges = {name: session.run(pair) for name, pair in _ranges().items()}
     assert sorted(ranges) == [f'LeNet/{name}_quant' for name in (
         'conv1/act', 'conv2/act', 'dropout3/dropout/mul', 'fc3/act', 'fc4/act')]
     assert all(list(pair) != [0.0, 6.0] for pair in ranges.values())
+    for low, high in session.run(list(_ranges(weights=True).values())):
+        assert np.all(high > 0) and np.all(high < 6) and np.array_equal(low, -high)
+    assert quantize.checkpoint_per_channel_wt(checkpoint) is True
     assert _quantized_accuracy(digits_dir, checkpoint) > 0.85  # Seeded: 0.96 to 0.975.
 
 

@@ -1,19 +1,26 @@
 """TensorFlow Lite models: export_inference_graph --tflite_file writes float, float16,
 dynamic-range and int8 models of lenet trained on the digits (post-training quantization
-calibrated on the training split, or the ranges of quantization-aware training), TensorFlow's
-interpreter runs them, and eval_image_classifier --tflite_file scores them on the test split
-within the issue's targets of the float checkpoint; the flags' mistakes are one line."""
+calibrated on the training split, or the ranges of quantization-aware training with
+per-channel weights), TensorFlow's interpreter runs them, and eval_image_classifier
+--tflite_file scores them on the test split within the issue's targets of the float
+checkpoint; lenet trained with tf.contrib.quantize's rewrite by a TF 1 client, frozen and
+converted to uint8 as slim's, DeepLab's and the Object Detection API's recipes do, scores
+within a point of float; the flags' mistakes are one line."""
 import os
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
+from tensorflow.python.tools import freeze_graph
+import tf_slim as slim
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.deployment import tflite
+from slim_deploy.datasets import dataset_factory, pipeline
+from slim_deploy.deployment import quantize, tflite
 from slim_deploy.image_classifier import evaluate, export, run_record, train
 from slim_deploy.image_classifier.config import EvalConfig, ExportConfig, TrainConfig
 from slim_deploy.nets import nets_factory
+from slim_deploy.preprocessing import preprocessing_factory
 
 from helpers import error_message, run_script
 
@@ -25,6 +32,8 @@ from helpers import error_message, run_script
 PTQ_POINTS = QAT_POINTS = 1.5
 SAME_POINTS = 100 / 360
 STEPS = 300
+UINT8_POINTS = 1.0  # What a uint8 model of contrib's rewrite may lose to the float checkpoint.
+QAT_STEPS = 100  # Of the quantization-aware fine-tunes of the float run.
 
 
 def train_run(train_dir, digits_dir, **flags):
@@ -59,7 +68,8 @@ def float_run(digits_dir, tmp_path_factory):
 # --- fast: the configs and the interpreter's wrapper -------------------------------------
 
 @pytest.mark.parametrize('config_class, values, message', [
-    (TrainConfig, {'quantize_delay': -2}, '--quantize_delay must be an integer >= -1, got -2'),
+    (TrainConfig, {'quantize_delay': -2}, '--quantize_delay must be an integer'
+     ' in [-1, 9223372036854775807], got -2'),
     (TrainConfig, {'quantize_delay': 0, 'sync_batch_norm': True},
      '--quantize_delay=0 cannot go with --sync_batch_norm: the quantization rewrite folds '
      "each clone's batch norm into its weights with the statistics of its own batch"),
@@ -86,7 +96,7 @@ def float_run(digits_dir, tmp_path_factory):
      '--tflite_file converts the evaluation graph: drop --is_training'),
     (ExportConfig, {'tflite_file': 'm.tflite', 'checkpoint_path': 'c',
                     'representative_steps': 0},
-     '--representative_steps must be an integer >= 1, got 0'),
+     '--representative_steps must be an integer in [1, 2147483647], got 0'),
     (ExportConfig, {'tflite_file': 'm.tflite', 'checkpoint_path': 'c',
                     'dataset_split_name': 'validation'},
      "unknown --dataset_split_name 'validation'; valid: train, test"),
@@ -187,6 +197,36 @@ def test_fake_quantization_ranges_are_the_models_and_the_input_range_the_datas()
     assert (127 - input_zero_point) * input_scale == pytest.approx(1, abs=2 * input_scale)
     np.testing.assert_allclose(tflite.Model(model_bytes)(inputs)['y'], expected,
                                atol=3 * (8 / 255 + input_scale * np.abs(weights).sum()))
+
+
+@pytest.mark.parametrize('symmetric', [True, False])
+def test_int8_conversion_refuses_asymmetric_weights_in_one_line(symmetric):
+    """tf.contrib.quantize's weights ([min(w, 0), max(w, 0)]): TensorFlow Lite's int8
+    FULLY_CONNECTED would misread them (its CONV_2D refuses them when it runs)."""
+    weights = np.random.RandomState(0).uniform(-0.5, 1.0, [4, 3]).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 4], name='x')
+        low, high = (-1.0, 1.0) if symmetric else (float(weights.min()), float(weights.max()))
+        quantized = tf.quantization.fake_quant_with_min_max_vars(
+            tf.Variable(weights), low, high, narrow_range=True)
+        y = tf.quantization.fake_quant_with_min_max_vars(tf.matmul(x, quantized), -4.0, 4.0,
+                                                         name='y')
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            convert = lambda: tflite.convert(  # noqa: E731
+                sess, [x], [y], 'int8', 'float32',
+                lambda: ([np.ones([1, 4], np.float32)] for _ in range(2)))
+            if symmetric:
+                assert tflite.Model(convert())(np.ones([1, 4], np.float32))['y'].shape == (1, 3)
+                return
+            with pytest.raises(UsageError) as raised:
+                convert()
+    assert error_message(raised).startswith(
+        '--tflite_quantization=int8 needs weights quantized symmetric around 0, but the weights '
+        "of 1 of its layers are asymmetric (the first: 'MatMul;FakeQuantWithMinMaxVars'), as "
+        "tf.contrib.quantize's rewrite quantizes them")
+    assert error_message(raised).endswith("or convert to uint8 as TF 1 did "
+                                          '(inference_type=tf.uint8)')
 
 
 def test_an_integer_model_quantizes_its_float_inputs_with_its_scale_and_zero_point():
@@ -311,10 +351,11 @@ def test_quantized_evaluation_of_a_float_checkpoint_is_one_line_naming_the_flag(
 
 @pytest.fixture(scope='module')
 def qat_run(float_run, digits_dir, tmp_path_factory):
-    """train_dir of lenet fine-tuned quantization-aware from float_run's checkpoint for 100
-    steps (--quantize_delay=0: slim's MobileNet recipe for a trained float model)."""
+    """train_dir of lenet fine-tuned quantization-aware from float_run's checkpoint for
+    QAT_STEPS steps (--quantize_delay=0: slim's MobileNet recipe for a trained float model;
+    weights per channel, for int8)."""
     return train_run(tmp_path_factory.mktemp('qat'), digits_dir, checkpoint_path=float_run[0],
-                     quantize_delay=0, max_number_of_steps=100, learning_rate=0.001)
+                     quantize_delay=0, max_number_of_steps=QAT_STEPS, learning_rate=0.001)
 
 
 @pytest.mark.slow
@@ -367,3 +408,142 @@ def test_the_mobile_route_through_the_entry_scripts(qat_run, tmp_path):
     assert (evaluated.stderr, evaluated.stdout.split()[::2]) == (
         '', ['accuracy', 'recall@5', 'examples'])
     assert evaluated.stdout.split()[5] == '360'
+
+
+# --- slow: tf.contrib.quantize's rewrite, converted to uint8 as TF 1 clients convert ---------
+
+@pytest.fixture(scope='module')
+def contrib_run(float_run, digits_dir, tmp_path_factory):
+    """The checkpoint of lenet fine-tuned from float_run's for QAT_STEPS steps as slim's
+    train_image_classifier.py trained it under TF 1 with --quantize_delay=0: one
+    model_deploy clone, `tensorflow.contrib.quantize`'s training rewrite between
+    create_clones and optimize_clones, RMSProp (slim's, at learning rate 0.001), the model's
+    variables restored from the float checkpoint (the ranges start afresh)."""
+    from deployment import model_deploy
+    from tensorflow.contrib import quantize as contrib_quantize
+    train_dir = tmp_path_factory.mktemp('contrib')
+    split = dataset_factory.get_dataset_split('digits', 'train', digits_dir)
+    with tf.Graph().as_default():
+        config = model_deploy.DeploymentConfig(clone_on_cpu=True)
+        with tf.device(config.variables_device()):
+            global_step = tf.train.create_global_step()
+        with tf.device(config.inputs_device()):
+            images, labels = tf.data.make_one_shot_iterator(pipeline.training_batches(
+                split, preprocessing_factory.get_preprocessing('lenet', is_training=True), 28,
+                32, seed=0)).get_next()
+        network_fn = nets_factory.get_network_fn('lenet', 10, weight_decay=4e-5,
+                                                 is_training=True)
+
+        def clone_fn():
+            logits, _ = network_fn(images)
+            tf.losses.softmax_cross_entropy(tf.one_hot(labels, 10), logits)
+
+        clones = model_deploy.create_clones(config, clone_fn)
+        contrib_quantize.create_training_graph(quant_delay=0)
+        optimizer = tf.train.RMSPropOptimizer(0.001, decay=0.9, momentum=0.9, epsilon=1.0)
+        total_loss, gradients = model_deploy.optimize_clones(clones, optimizer)
+        with tf.control_dependencies([optimizer.apply_gradients(gradients, global_step)]):
+            train_op = tf.identity(total_loss)
+        restore = slim.assign_from_checkpoint_fn(tf.train.latest_checkpoint(float_run[0]),
+                                                 slim.get_model_variables())
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            restore(sess)
+            for _ in range(QAT_STEPS):
+                sess.run(train_op)
+            return tf.train.Saver().save(sess, str(train_dir / 'model.ckpt'), global_step)
+
+
+def _lenet_eval_graph():
+    """lenet behind a float32 [1, 28, 28, 1] placeholder 'input', its logits named 'logits',
+    rewritten by `tensorflow.contrib.quantize`'s create_eval_graph; returns (input, logits)."""
+    from tensorflow.contrib import quantize as contrib_quantize
+    image = tf.placeholder(tf.float32, [1, 28, 28, 1], name='input')
+    logits = tf.identity(nets_factory.get_network_fn('lenet', 10)(image)[0], name='logits')
+    contrib_quantize.create_eval_graph()
+    return image, logits
+
+
+def _to_uint8(converter):
+    """The model TF 1's `converter` makes as contrib-era clients set it for lenet's input,
+    (pixel - 128) / 128: uint8 inference, quantized_input_stats (128, 128)."""
+    converter.inference_type = tf.uint8
+    converter.quantized_input_stats = {'input': (128.0, 128.0)}
+    return converter.convert()
+
+
+def _uint8_as_slim(checkpoint, directory):
+    """slim's recipe: export_inference_graph --quantize --output_file (no checkpoint:
+    tf.contrib.quantize's rewrite), freeze_graph with the checkpoint, the converter on the
+    frozen GraphDef."""
+    graph, frozen = str(directory / 'lenet_graph.pb'), str(directory / 'slim_frozen.pb')
+    export.export(ExportConfig.from_flags({'quantize': True, 'output_file': graph,
+                                           'batch_size': 1}))
+    freeze_graph.freeze_graph(
+        input_graph=graph, input_saver='', input_binary=True, input_checkpoint=checkpoint,
+        output_node_names='logits', restore_op_name='', filename_tensor_name='',
+        output_graph=frozen, clear_devices=True, initializer_nodes='')
+    return _to_uint8(tf.lite.TFLiteConverter.from_frozen_graph(frozen, ['input'], ['logits']))
+
+
+def _uint8_as_deeplab(checkpoint, directory):
+    """DeepLab's recipe: export_model.py's eval graph frozen with freeze_graph_with_def_protos
+    and a Saver of its variables, convert_to_tflite.py's converter on the frozen GraphDef."""
+    frozen = str(directory / 'deeplab_frozen.pb')
+    with tf.Graph().as_default() as graph:
+        _lenet_eval_graph()
+        saver = tf.train.Saver(tf.global_variables())
+        freeze_graph.freeze_graph_with_def_protos(
+            graph.as_graph_def(add_shapes=True), saver.as_saver_def(), checkpoint, 'logits',
+            restore_op_name=None, filename_tensor_name=None, output_graph=frozen,
+            clear_devices=True, initializer_nodes=None)
+    return _to_uint8(tf.lite.TFLiteConverter.from_frozen_graph(frozen, ['input'], ['logits']))
+
+
+def _uint8_from_session(checkpoint, directory):
+    """The converter on a session holding the eval graph and the checkpoint's values."""
+    del directory
+    with tf.Graph().as_default():
+        image, logits = _lenet_eval_graph()
+        with tf.Session() as sess:
+            tf.train.Saver().restore(sess, checkpoint)
+            return _to_uint8(tf.lite.TFLiteConverter.from_session(sess, [image], [logits]))
+
+
+@pytest.mark.slow
+def test_contribs_rewrite_converts_to_uint8_models_as_tf1_clients_convert(
+        float_run, contrib_run, digits_dir, tmp_path):
+    float_dir, float_metrics = float_run
+    assert quantize.checkpoint_per_channel_wt(contrib_run) is False
+    # Evaluation builds the rewrite the checkpoint holds, per tensor.
+    quantized = score(contrib_run, tmp_path / 'checkpoint', quantize=True,
+                      dataset_dir=digits_dir)
+    for convert in (_uint8_as_slim, _uint8_as_deeplab, _uint8_from_session):
+        path = tmp_path / f'{convert.__name__}.tflite'
+        path.write_bytes(convert(contrib_run, tmp_path))
+        interpreter = tf.lite.Interpreter(model_path=str(path))
+        interpreter.allocate_tensors()  # Per-channel weights would fail here.
+        details = interpreter.get_tensor_details()
+        assert {detail['dtype'] for detail in details} == {np.uint8, np.int32}
+        assert all(len(detail['quantization_parameters']['scales']) <= 1
+                   for detail in details)
+        metrics = score(float_dir, tmp_path / 'eval', tflite_file=str(path))
+        assert metrics['num_examples'] == 360
+        assert (float_metrics['accuracy'] - metrics['accuracy']) * 100 <= UINT8_POINTS, (
+            convert.__name__, metrics, float_metrics)
+        assert abs(metrics['accuracy'] - quantized['accuracy']) * 100 <= SAME_POINTS + 1e-9, (
+            convert.__name__, metrics, quantized)
+
+
+@pytest.mark.slow
+def test_an_int8_model_of_contribs_rewrite_is_one_line_naming_the_flag(contrib_run,
+                                                                       digits_dir, tmp_path):
+    path = tmp_path / 'int8.tflite'
+    with pytest.raises(UsageError) as raised:
+        export.export(ExportConfig.from_flags({
+            'checkpoint_path': contrib_run, 'quantize': True, 'tflite_file': str(path),
+            'dataset_dir': digits_dir}))
+    assert error_message(raised).startswith(
+        '--tflite_quantization=int8 needs weights quantized symmetric around 0, but the '
+        'weights of 4 of its layers are asymmetric')
+    assert not path.exists()
