@@ -21,8 +21,9 @@ What differs from slim's:
   passed it to evaluate_once, which takes a checkpoint's prefix) or a checkpoint's prefix.
 - Recall_5 is left out below 5 classes.
 - A user's mistake (a bad flag, a dataset without files, no checkpoint, a checkpoint that
-  lacks a variable of the model, such as a float one evaluated with --quantize) ends in one
-  line, exit code 2.
+  lacks a variable of the model, such as a float one evaluated with --quantize, or holds
+  per-channel weight ranges, as train_image_classifier --quantize_delay trains them) ends in
+  one line, exit code 2.
 - Its sibling scripts (mobilenet_v1_train, mobilenet_v1_eval, post_training_quantization)
   import together in one process (slim's raised DuplicateFlagError): the flags train and
   eval share are defined once, in mobilenet_v1_input, and every flag is overridable, the
@@ -123,7 +124,13 @@ def eval_model():
 
 def _check_variables(checkpoint, variables):
     """Raises UsageError naming --checkpoint_dir unless `checkpoint` holds each of
-    `variables` in its shape (a float checkpoint lacks the ranges --quantize reads)."""
+    `variables` in its shape (a float checkpoint lacks the ranges --quantize reads), and
+    naming --quantize when it holds per-channel weight ranges."""
+    if FLAGS.quantize and quantize.checkpoint_per_channel_wt(checkpoint):
+        raise UsageError(f"--quantize evaluates tf.contrib.quantize's rewrite, weights per "
+                         f'tensor, but --checkpoint_dir {checkpoint!r} holds weight ranges per '
+                         'channel (train_image_classifier --quantize_delay trains them, for '
+                         'int8 models): evaluate it with eval_image_classifier --quantize')
     mismatched = list(checkpoints.mismatched_variables(
         checkpoint, {v.op.name: v for v in variables}).values())
     if mismatched:

@@ -12,9 +12,10 @@ training preprocessing to --image_size pixels (values in [-1, 1]); the loss is t
 cross-entropy over --num_classes one-hot labels plus the weight decay; plain gradient
 descent, its learning rate 0.045 (1e-4 when fine-tuning) decayed by 0.94 every 2.5 epochs
 (staircase); with --ps_tasks the variables go to the ps tasks. --quantize rewrites the
-model for quantization-aware training before its gradients: the weights and activations are
-quantized from global step 250000 when training from scratch (the ranges learn from the
-first step), from the first step when fine-tuning. --fine_tune_checkpoint seeds a
+model for quantization-aware training before its gradients (tf.contrib.quantize's rewrite:
+weights per tensor, the models slim's mobilenet_v1.md converts to uint8): the weights and
+activations are quantized from global step 250000 when training from scratch (the ranges
+learn from the first step), from the first step when fine-tuning. --fine_tune_checkpoint seeds a
 --checkpoint_dir that holds no checkpoint: every variable it holds is restored (a float
 checkpoint has no ranges: they start afresh) and the global step restarts at 0.
 

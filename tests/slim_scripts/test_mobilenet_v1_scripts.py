@@ -2,11 +2,15 @@
 nets.post_training_quantization: their names and flags (the three import together, each
 alone keeps slim's defaults), their functions in-process, and each run as a user runs it
 (`python -m nets.X`) on the embedded digits at 32 pixels and width 0.25: float training,
-quantization-aware fine-tuning from it, the evaluation of that checkpoint as the quantized
-model, and an int8 TensorFlow Lite model of the float checkpoint that the interpreter runs."""
+quantization-aware fine-tuning from it (tf.contrib.quantize's rewrite, weights per tensor),
+the evaluation of that checkpoint as the quantized model, the uint8 TensorFlow Lite model
+slim's mobilenet_v1.md converts from it (export_inference_graph --quantize, freeze_graph,
+tflite_convert) computing as it, and an int8 TensorFlow Lite model of the float checkpoint
+that the interpreter runs."""
 import importlib
 import json
 import logging
+import os
 import re
 import sys
 
@@ -18,8 +22,10 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy import aliases
 from slim_deploy.common.errors import UsageError
+from slim_deploy.deployment import quantize
+from slim_deploy.nets import nets_factory
 
-from helpers import checkpoint_step, error_message, run
+from helpers import checkpoint_step, error_message, run, run_script
 
 FLAGS = flags.FLAGS
 TRAIN, EVAL, PTQ = ('nets.mobilenet_v1_train', 'nets.mobilenet_v1_eval',
@@ -236,7 +242,9 @@ def test_quantize_fine_tunes_the_float_checkpoint_with_fake_quantization(float_r
     quantized_ops = graph_ops(quantized_run)
     assert not {t for t in float_types if t.startswith('FakeQuant')}
     quantized_types = set(quantized_ops.values())
-    assert {'FakeQuantWithMinMaxVars', 'FakeQuantWithMinMaxVarsPerChannel'} <= quantized_types
+    # tf.contrib.quantize's rewrite: weights per tensor, as activations.
+    assert 'FakeQuantWithMinMaxVars' in quantized_types
+    assert 'FakeQuantWithMinMaxVarsPerChannel' not in quantized_types
     # Fine-tuning quantizes from the first step: no delay.
     assert not [name for name in quantized_ops if 'step_reached' in name]
     assert checkpoint_step(float_run) == STEPS
@@ -252,6 +260,7 @@ def test_quantize_fine_tunes_the_float_checkpoint_with_fake_quantization(float_r
               for name in quantized_values.get_variable_to_shape_map()
               if re.search(r'/act_quant/(min|max)$', name)}
     assert 'MobilenetV1/MobilenetV1/Conv2d_13_pointwise/act_quant/max' in ranges
+    assert quantize.checkpoint_per_channel_wt(str(quantized_run)) is False
     assert not any(re.search('quant', name) for name in
                    float_values.get_variable_to_shape_map())
     # They learned from the batches: relu6 outputs' ranges are [0, up to 6], started at
@@ -273,6 +282,78 @@ def test_eval_scores_the_quantized_checkpoint_on_its_ranges(quantized_run, digit
     accuracy, recall_5 = float(printed['Accuracy']), float(printed['Recall_5'])
     assert 0 <= accuracy <= recall_5 <= 1  # The true class in the top 5 as often as first.
     assert scalar_summaries(eval_dir, 'eval/Accuracy') == [pytest.approx(accuracy, abs=1e-6)]
+
+
+@pytest.mark.slow
+def test_the_quantized_checkpoint_converts_to_uint8_as_slims_mobilenet_recipe(quantized_run,
+                                                                             tmp_path):
+    """slim's nets/mobilenet_v1.md: export_inference_graph --quantize, TensorFlow's
+    freeze_graph with the checkpoint, the converter with QUANTIZED_UINT8, mean 128 and std
+    127 (tflite_convert, toco's flags)."""
+    checkpoint = tf.train.latest_checkpoint(str(quantized_run))
+    graph, frozen, model = (tmp_path / name for name in ('graph.pb', 'frozen.pb', 'm.tflite'))
+    steps = [
+        run_script('export_inference_graph.py', '--model_name=mobilenet_v1_025',
+                   '--dataset_name=digits', f'--image_size={SIZE}', '--batch_size=1',
+                   '--quantize', f'--output_file={graph}'),
+        run([sys.executable, '-m', 'tensorflow.python.tools.freeze_graph',
+             f'--input_graph={graph}', '--input_binary=true',
+             f'--input_checkpoint={checkpoint}', '--output_node_names=probabilities',
+             f'--output_graph={frozen}']),
+        run([os.path.join(os.path.dirname(sys.executable), 'tflite_convert'),
+             '--enable_v1_converter', f'--graph_def_file={frozen}', f'--output_file={model}',
+             '--inference_type=QUANTIZED_UINT8', '--input_arrays=input',
+             '--output_arrays=probabilities', '--mean_values=128', '--std_dev_values=127'])]
+    for step in steps:
+        assert step.returncode == 0, step.stderr[-3000:]
+    interpreter = tf.lite.Interpreter(model_path=str(model))
+    interpreter.allocate_tensors()
+    (image_input,), (output_detail,) = (interpreter.get_input_details(),
+                                        interpreter.get_output_details())
+    assert (image_input['dtype'], output_detail['dtype']) == (np.uint8, np.uint8)
+    assert {detail['dtype'] for detail in interpreter.get_tensor_details()} == {
+        np.uint8, np.int32}
+    scale, zero_point = image_input['quantization']
+    assert (scale, zero_point) == (pytest.approx(1 / 127), 128)
+    codes = np.random.RandomState(0).randint(0, 256, [4, 1, SIZE, SIZE, 1]).astype(np.uint8)
+    with tf.Graph().as_default():  # What the quantized checkpoint computes on those images.
+        images = tf.placeholder(tf.float32, [1, SIZE, SIZE, 1])
+        logits, _ = nets_factory.get_network_fn('mobilenet_v1_025', 10)(images)
+        probabilities = tf.nn.softmax(logits)
+        quantize.create_eval_graph()
+        with tf.Session() as sess:
+            tf.train.Saver().restore(sess, checkpoint)
+            expected = [sess.run(probabilities,
+                                 {images: (code.astype(np.float32) - zero_point) * scale})
+                        for code in codes]
+    output_scale, output_zero_point = output_detail['quantization']
+    for code, want in zip(codes, expected):
+        interpreter.set_tensor(image_input['index'], code)
+        interpreter.invoke()
+        got = (interpreter.get_tensor(output_detail['index']).astype(np.float32) -
+               output_zero_point) * output_scale
+        np.testing.assert_allclose(got, want, atol=2 * output_scale)
+
+
+def test_quantized_evaluation_of_per_channel_weights_is_one_line_naming_the_flag(
+        parsed_flags, digits_dir, tmp_path):
+    """A checkpoint of train_image_classifier --quantize_delay holds per-channel weight
+    ranges, which tf.contrib.quantize's evaluation rewrite does not read."""
+    from nets import mobilenet_v1_eval
+    with tf.Graph().as_default(), tf.Session() as sess:
+        ranges = tf.Variable(np.ones([8], np.float32),
+                             name='MobilenetV1/Conv2d_0/weights_quant/min')
+        sess.run(ranges.initializer)
+        checkpoint = tf.train.Saver([ranges]).save(sess, str(tmp_path / 'model.ckpt'))
+    with flagsaver.flagsaver(quantize=True, dataset_dir=digits_dir, checkpoint_dir=checkpoint,
+                             dataset_split_name='test', batch_size=4, **TINY_MODEL):
+        with pytest.raises(UsageError) as excinfo:
+            mobilenet_v1_eval.eval_model()
+    assert error_message(excinfo) == (
+        "--quantize evaluates tf.contrib.quantize's rewrite, weights per tensor, but "
+        f"--checkpoint_dir {checkpoint!r} holds weight ranges per channel "
+        '(train_image_classifier --quantize_delay trains them, for int8 models): evaluate it '
+        'with eval_image_classifier --quantize')
 
 
 @pytest.mark.slow
