@@ -1,5 +1,6 @@
 """Slim's mobile path, measured in one run: float, post-training quantized and
-quantization-aware int8 TensorFlow Lite models against their float checkpoint.
+quantization-aware int8 TensorFlow Lite models, and the uint8 model TF 1 clients convert from
+tf.contrib.quantize's rewrite, against their float checkpoint.
 
     python -m benchmarks.quantization [--models lenet,mobilenet_v1_025] [--train_steps N]
         [--fine_tune_steps N] [--representative_steps 100] [--latency_rounds 200] [--json]
@@ -13,14 +14,22 @@ rmsprop and the toolkit's defaults otherwise (the learning rate decays by 0.94 e
                     3000 steps at 0.01, fine-tunes 1000; batch norm decay 0.99 (see below)
 
   1. trains the model in float, --train_steps;
-  2. fine-tunes that checkpoint twice, --fine_tune_steps at a tenth of the learning rate:
-     quantization-aware (QAT) with --quantize_delay=0, slim's MobileNet recipe for a trained
-     float model, and in float, the same steps, which is the float model everything is
-     compared with: the QAT model has no training the float one lacks;
+  2. fine-tunes that checkpoint three times, --fine_tune_steps at a tenth of the learning
+     rate: quantization-aware (QAT) with --quantize_delay=0, slim's MobileNet recipe for a
+     trained float model (weights per channel, for int8); in float, the same steps, which is
+     the float model everything is compared with: the QAT models have no training the float
+     one lacks; and quantization-aware as a TF 1 client (slim's train_image_classifier.py)
+     trained: `tensorflow.contrib.quantize`'s create_training_graph(quant_delay=0) on the
+     model and its losses, before the gradients (weights per tensor, for uint8), the same
+     optimizer, schedule and inputs, in a loop of its own;
   3. exports the float run's float, float16, dynamic-range and int8 post-training quantized
      (PTQ, calibrated on --representative_steps training examples) models, and the QAT run's
      int8 model, all with float32 input and output (export_inference_graph --tflite_file);
-  4. scores both checkpoints, the QAT one's quantized graph and also its float graph
+     converts the TF 1 client's checkpoint to a uint8 model as TF 1 clients did: its
+     evaluation graph (create_eval_graph) behind a [1, height, width, channels] input, from
+     a session, inference_type tf.uint8, quantized_input_stats UINT8_INPUT_STATS (the range
+     of the model's preprocessed input: [-1, 1]), uint8 input and output;
+  4. scores the checkpoints, the QAT ones' quantized graphs and the QAT run's float graph
      (--noquantize: its weights without the fake quantization), and every .tflite on the
      test split, 360 examples (one is 0.28 points), with the evaluator (--tflite_file);
   5. times TensorFlow Lite's interpreter (1 thread, its default delegate, one image): a round
@@ -31,14 +40,15 @@ Prints per model each variant's accuracy and its difference to the float checkpo
 points (and the int8 QAT model's to the QAT float graph's: what quantization alone costs);
 each .tflite's size and latency; the ratios of sizes and latencies to the float
 .tflite's; how the int8 QAT file's bytes divide; and each target, met or not: QAT int8 loses
-at most 0.5 points, PTQ int8 at most 1.5, each int8 model is at most 0.3 of the float
-model's size and no slower. --json prints one object instead: `tensorflow`, `cores`,
-`representative_steps`, `latency_rounds`, `invokes_per_round`, `seconds` (the whole run) and
-`models`: {model name: {`image_shape` [height, width, channels], `batch_size`, `train_steps`,
-`fine_tune_steps`, `learning_rate`, `fine_tune_learning_rate`, `batch_norm_decay` (None: the
-net's), `seconds` {'train', 'float fine-tune', 'QAT fine-tune'}, `test_examples`,
-`variants`: {'float checkpoint', 'QAT checkpoint', 'QAT float graph', 'float', 'float16',
-'dynamic', 'int8 PTQ', 'int8 QAT': {`accuracy`, `points` (accuracy minus the float
+at most 0.5 points, PTQ int8 at most 1.5, uint8 at most 1, each int8 model is at most 0.3 of
+the float model's size and no slower. --json prints one object instead: `tensorflow`,
+`cores`, `representative_steps`, `latency_rounds`, `invokes_per_round`, `seconds` (the whole
+run) and `models`: {model name: {`image_shape` [height, width, channels], `batch_size`,
+`train_steps`, `fine_tune_steps`, `learning_rate`, `fine_tune_learning_rate`,
+`batch_norm_decay` (None: the net's), `seconds` {'train', 'float fine-tune', 'QAT
+fine-tune', 'contrib QAT fine-tune'}, `test_examples`, `variants`: {'float checkpoint', 'QAT
+checkpoint', 'QAT float graph', 'contrib checkpoint', 'float', 'float16', 'dynamic', 'int8
+PTQ', 'int8 QAT', 'uint8 contrib': {`accuracy`, `points` (accuracy minus the float
 checkpoint's, x100), and for a .tflite `size_bytes`, `latency_ms` (median per image),
 `latency_quartiles_ms` [first, third]}}, `qat_quantization_points` (int8 QAT's points minus
 the QAT float graph's), `ratios`: {'int8 QAT size / float size': ratio, ..., 'int8 QAT latency /
@@ -57,10 +67,11 @@ Its int8 models are about 0.36 of the float one, not a quarter: TensorFlow Lite 
 float32 scale and an int64 zero point (12 bytes) per output channel of each convolution's
 and depthwise convolution's weights and int32 biases, 24 bytes per channel where a depthwise
 channel has 9 int8 weights (36 bytes in float), and the graph's fixed part (ops, tensors,
-names) is a larger share of a small model; `int8_bytes` measures the division.
+names) is a larger share of a small model; `int8_bytes` measures the division. The uint8
+model has one scale per tensor.
 
-Training is not seeded (the toolkit shuffles and crops at random), so the two fine-tunes see
-different batches, and the QAT model's accuracy differs from the float one's by a point or
+Training is not seeded (the toolkit shuffles and crops at random), so the fine-tunes see
+different batches, and a QAT model's accuracy differs from the float one's by a point or
 two either way from run to run: on mobilenet_v1_025, from 1.9 points below to 1.4 above in
 five runs, more than the 0.5-point target; lenet, near 99%, moves by an example. The QAT
 float graph's row tells that apart from what quantization itself costs. A failure ends the
@@ -75,6 +86,7 @@ import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import functools  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -84,15 +96,28 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow.compat.v1 as tf  # noqa: E402
 from tensorflow.lite.tools import flatbuffer_utils  # noqa: E402
+import tf_slim as slim  # noqa: E402
 
 from benchmarks import harness  # noqa: E402
 from benchmarks.harness import at_least, names_in  # noqa: E402
 from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.datasets import digits  # noqa: E402
 from slim_deploy.deployment import tflite  # noqa: E402
-from slim_deploy.image_classifier import evaluate, export, run_record, train  # noqa: E402
-from slim_deploy.image_classifier.config import TrainConfig  # noqa: E402
+from slim_deploy.image_classifier import (  # noqa: E402
+    builders,
+    evaluate,
+    export,
+    run_record,
+    train,
+)
+from slim_deploy.image_classifier.config import (  # noqa: E402
+    DataConfig,
+    ModelConfig,
+    OptimizationConfig,
+    TrainConfig,
+)
 from slim_deploy.nets import nets_factory  # noqa: E402
+from slim_deploy.training import optimization  # noqa: E402
 
 PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
 
@@ -124,10 +149,13 @@ RECIPES = {
                                batch_norm_decay=0.99),
 }
 FINE_TUNE_LEARNING_RATE_FACTOR = 0.1
-# The fine-tunes of the trained float checkpoint: (run, --quantize_delay, stage, how).
+# The fine-tunes of the trained float checkpoint by train_image_classifier: (run,
+# --quantize_delay, stage, how); then the TF 1 client's (CONTRIB).
 FINE_TUNES = (('float', -1, 'float fine-tune', 'in float'),
               ('qat', 0, 'QAT fine-tune', 'quantization-aware'))
-# The .tflite variants: {name: (the run it is exported from, its --tflite_quantization)}.
+CONTRIB = ('contrib', 'contrib QAT fine-tune', "with tf.contrib.quantize's rewrite")
+# The .tflite variants export_inference_graph writes: {name: (the run it is exported from,
+# its --tflite_quantization)}; then UINT8, converted as TF 1 clients convert.
 VARIANTS = {
     'float': ('float', 'float'),
     'float16': ('float', 'float16'),
@@ -135,16 +163,22 @@ VARIANTS = {
     'int8 PTQ': ('float', 'int8'),
     'int8 QAT': ('qat', 'int8'),
 }
-# The checkpoints scored: {name: (their run, the evaluator's flags)}; the QAT run's is scored
-# quantized (its default) and in float (its weights without the fake quantization).
-CHECKPOINTS = {'float checkpoint': ('float', {}), 'QAT checkpoint': ('qat', {}),
-               'QAT float graph': ('qat', {'quantize': False})}
+UINT8 = 'uint8 contrib'
+# quantized_input_stats of the uint8 model's input, (mean, std): real = (q - mean) / std,
+# [-1, 1] for uint8 q, the range of both models' preprocessed images.
+UINT8_INPUT_STATS = (127.5, 127.5)
+# The checkpoints scored: {name: (their run, the evaluator's flags)}; the QAT runs' are scored
+# quantized, the toolkit's also in float (its weights without the fake quantization).
+CHECKPOINTS = {'float checkpoint': ('float', {}), 'QAT checkpoint': ('qat', {'quantize': True}),
+               'QAT float graph': ('qat', {'quantize': False}),
+               'contrib checkpoint': ('contrib', {'quantize': True})}
 BASELINE = 'float checkpoint'  # What accuracies are compared with.
 INVOKES_PER_ROUND = 10
 # (target, variant, what is compared, limit, whether the value must be at least the limit).
 TARGETS = [
     ('QAT int8 loses <= 0.5 points', 'int8 QAT', 'points', -0.5, True),
     ('PTQ int8 loses <= 1.5 points', 'int8 PTQ', 'points', -1.5, True),
+    ('uint8 loses <= 1 point', UINT8, 'points', -1.0, True),
     ('QAT int8 size <= 0.3 x float', 'int8 QAT', 'size', 0.3, False),
     ('PTQ int8 size <= 0.3 x float', 'int8 PTQ', 'size', 0.3, False),
     ('QAT int8 latency <= float', 'int8 QAT', 'latency', 1.0, False),
@@ -177,6 +211,66 @@ def train_run(train_dir, dataset_dir, model_name, recipe, steps, **flags):
     return time.monotonic() - started
 
 
+def contrib_fine_tune(train_dir, dataset_dir, model_name, recipe, float_dir):
+    """Fine-tunes float_dir's latest checkpoint for recipe.fine_tune_steps steps as a TF 1
+    client (slim's train_image_classifier.py, --quantize_delay=0) trains with
+    `tensorflow.contrib.quantize`: its model variables restored, create_training_graph on the
+    model and its losses before the gradients, the toolkit's default optimizer, schedule and
+    weight decay (train_run's) at recipe.fine_tune_learning_rate. Saves model.ckpt-<steps>
+    and float_dir's run record (its model and data) in train_dir; returns the seconds it
+    took."""
+    from tensorflow.contrib import quantize as contrib_quantize
+    started = time.monotonic()
+    data = DataConfig(dataset_dir=dataset_dir, batch_size=recipe.batch_size)
+    defaults = OptimizationConfig()
+    model = builders.classifier(data, ModelConfig(model_name=model_name,
+                                                  image_size=recipe.image_size),
+                                is_training=True, weight_decay=defaults.weight_decay)
+    with tf.Graph().as_default():
+        global_step = tf.train.create_global_step()
+        images, labels = tf.data.make_one_shot_iterator(model.training_batches(data)).get_next()
+        logits, end_points = model.network_fn(images)
+        builders.add_classification_losses(logits, end_points, labels, model.num_classes)
+        contrib_quantize.create_training_graph(quant_delay=0)
+        rate = optimization.learning_rate(
+            defaults.learning_rate_decay_type, recipe.fine_tune_learning_rate, global_step,
+            optimization.decay_steps(model.split.num_samples, defaults.num_epochs_per_decay,
+                                     recipe.batch_size))
+        train_op = slim.learning.create_train_op(
+            tf.losses.get_total_loss(), optimization.optimizer(defaults.optimizer, rate),
+            global_step=global_step)
+        restore = slim.assign_from_checkpoint_fn(tf.train.latest_checkpoint(float_dir),
+                                                 slim.get_model_variables())
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            restore(sess)
+            for _ in range(recipe.fine_tune_steps):
+                sess.run(train_op)
+            tf.train.Saver().save(sess, os.path.join(train_dir, 'model.ckpt'), global_step)
+    shutil.copy(os.path.join(float_dir, run_record.FILENAME), train_dir)
+    return time.monotonic() - started
+
+
+def uint8_model(checkpoint, model_name, image_shape, num_classes):
+    """The uint8 TensorFlow Lite model (bytes) of `checkpoint`, of tf.contrib.quantize's
+    rewrite, as TF 1 clients converted it: `model_name`'s evaluation graph behind a float32
+    [1, *image_shape] placeholder 'input', its logits 'logits', rewritten by
+    create_eval_graph, converted from a session with inference_type tf.uint8 and
+    quantized_input_stats UINT8_INPUT_STATS."""
+    from tensorflow.contrib import quantize as contrib_quantize
+    with tf.Graph().as_default():
+        image = tf.placeholder(tf.float32, [1, *image_shape], name='input')
+        logits, _ = nets_factory.get_network_fn(model_name, num_classes)(image)
+        logits = tf.identity(logits, name='logits')
+        contrib_quantize.create_eval_graph()
+        with tf.Session() as sess:
+            tf.train.Saver().restore(sess, checkpoint)
+            converter = tf.lite.TFLiteConverter.from_session(sess, [image], [logits])
+            converter.inference_type = tf.uint8
+            converter.quantized_input_stats = {'input': UINT8_INPUT_STATS}
+            return converter.convert()
+
+
 def int8_bytes(model_bytes):
     """{'weights': bytes of the constant buffers (weights and biases), 'quantization': of the
     tensors' quantization parameters (float32 scales, mins and maxes, int64 zero points),
@@ -204,7 +298,8 @@ def latencies(models, image_shape, rounds):
     for name, model in models.items():
         interpreter = tf.lite.Interpreter(model_content=model, num_threads=1)
         interpreter.allocate_tensors()
-        interpreter.set_tensor(interpreter.get_input_details()[0]['index'], image)
+        (detail,) = interpreter.get_input_details()
+        interpreter.set_tensor(detail['index'], tflite.quantized(image, detail))
         for _ in range(INVOKES_PER_ROUND):  # Warm-up.
             interpreter.invoke()
         interpreters[name] = interpreter
@@ -221,10 +316,10 @@ def latencies(models, image_shape, rounds):
 
 def train_runs(model_name, recipe, dataset_dir, directory, log):
     """Trains `model_name` as `recipe` says (see the module docstring) into
-    directory/model_name/{pretrained,float,qat}; returns ({run: train_dir} of the float and
-    QAT runs, {stage: seconds})."""
-    dirs = {run: os.path.join(directory, model_name, run)
-            for run in ('pretrained', 'float', 'qat')}
+    directory/model_name/{pretrained,float,qat,contrib}; returns ({run: train_dir} of the
+    float and both QAT runs, {stage: seconds})."""
+    runs = ('float', 'qat', CONTRIB[0])
+    dirs = {run: os.path.join(directory, model_name, run) for run in ('pretrained', *runs)}
     log(f'{model_name}: training in float, {recipe.train_steps} steps')
     seconds = {'train': train_run(dirs['pretrained'], dataset_dir, model_name, recipe,
                                   recipe.train_steps, learning_rate=recipe.learning_rate)}
@@ -234,7 +329,12 @@ def train_runs(model_name, recipe, dataset_dir, directory, log):
             dirs[run], dataset_dir, model_name, recipe, recipe.fine_tune_steps,
             learning_rate=recipe.fine_tune_learning_rate, checkpoint_path=dirs['pretrained'],
             quantize_delay=quantize_delay)
-    return {run: dirs[run] for run in ('float', 'qat')}, seconds
+    run, stage, how = CONTRIB
+    log(f'{model_name}: fine-tuning {how}, {recipe.fine_tune_steps} steps')
+    os.makedirs(dirs[run])
+    seconds[stage] = contrib_fine_tune(dirs[run], dataset_dir, model_name, recipe,
+                                       dirs['pretrained'])
+    return {run: dirs[run] for run in runs}, seconds
 
 
 def export_and_score(model_name, dirs, args, directory):
@@ -255,6 +355,17 @@ def export_and_score(model_name, dirs, args, directory):
         with open(path, 'rb') as f:
             models[name] = f.read()
         variants[name] = {'accuracy': metrics['accuracy'], 'size_bytes': len(models[name])}
+    float_model = tflite.Model(models['float'])
+    (num_classes,) = float_model.output_shapes['logits'][1:]
+    models[UINT8] = uint8_model(tf.train.latest_checkpoint(dirs[CONTRIB[0]]), model_name,
+                                float_model.input_shape[1:], num_classes)
+    path = os.path.join(directory, model_name, UINT8.replace(' ', '_') + '.tflite')
+    with open(path, 'wb') as f:
+        f.write(models[UINT8])
+    metrics = evaluate.evaluate(run_record.eval_config(
+        dirs[CONTRIB[0]], eval_dir=os.path.join(directory, model_name, UINT8),
+        tflite_file=path))
+    variants[UINT8] = {'accuracy': metrics['accuracy'], 'size_bytes': len(models[UINT8])}
     return variants, models, metrics['num_examples']
 
 
@@ -276,7 +387,7 @@ def measure_model(model_name, recipe, args, dataset_dir, directory, log):
     quantization_points = variants['int8 QAT']['points'] - variants['QAT float graph']['points']
     ratios = {}
     for measured, unit in (('size', 'size_bytes'), ('latency', 'latency_ms')):
-        ratios.update(harness.ratios({name: variants[name][unit] for name in VARIANTS},
+        ratios.update(harness.ratios({name: variants[name][unit] for name in models},
                                      lambda name: ['float'], lambda name: f'{name} {measured}'))
     targets = {}
     for target, name, measured, limit, at_least_limit in TARGETS:
@@ -328,11 +439,12 @@ def table(results):
                    else '') + f": {m['train_steps']} steps at {m['learning_rate']:g} "
                 f"({seconds['train']:.0f} s), then {m['fine_tune_steps']} at "
                 f"{m['fine_tune_learning_rate']:g} in float ({seconds['float fine-tune']:.0f} "
-                f"s) and quantization-aware ({seconds['QAT fine-tune']:.0f} s)",
-            f"{'variant':<16} {'accuracy':>8} {'points':>7} {'bytes':>10} {'ms/image':>9}  "
+                f"s), quantization-aware ({seconds['QAT fine-tune']:.0f} s) and with "
+                f"tf.contrib.quantize's rewrite ({seconds['contrib QAT fine-tune']:.0f} s)",
+            f"{'variant':<18} {'accuracy':>8} {'points':>7} {'bytes':>10} {'ms/image':>9}  "
             f"quartiles"]
         for variant, v in m['variants'].items():
-            line = f"{variant:<16} {v['accuracy']:>8.2%} {v['points']:>+7.2f}"
+            line = f"{variant:<18} {v['accuracy']:>8.2%} {v['points']:>+7.2f}"
             if 'size_bytes' in v:
                 first, third = v['latency_quartiles_ms']
                 line += (f" {v['size_bytes']:>10,} {v['latency_ms']:>9.3f}  "
@@ -340,8 +452,8 @@ def table(results):
             lines.append(line)
         lines += [f"int8 QAT against the QAT float graph: {m['qat_quantization_points']:+.2f} "
                   'points (what quantization alone costs the QAT model)',
-                  '', f"{'ratio':<34} value"]
-        lines += [f'{pair:<34} {value:5.3f}' for pair, value in m['ratios'].items()]
+                  '', f"{'ratio':<38} value"]
+        lines += [f'{pair:<38} {value:5.3f}' for pair, value in m['ratios'].items()]
         b = m['int8_bytes']
         float_size = m['variants']['float']['size_bytes']
         lines += ['', f"int8 QAT file: weights and biases {b['weights']:,} bytes "

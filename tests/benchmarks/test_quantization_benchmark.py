@@ -1,5 +1,6 @@
 """benchmarks.quantization end to end at its smallest: lenet trained a few steps in float
-and quantization-aware, exported to every .tflite variant, scored and timed; the JSON holds
+and quantization-aware (the toolkit's and a TF 1 client's with tf.contrib.quantize), exported
+to every .tflite variant (uint8 as TF 1 clients convert), scored and timed; the JSON holds
 the fields its docstring documents, consistent with each other, and the table the same
 rows; a bad argument is one line."""
 import json
@@ -12,15 +13,16 @@ from helpers import REPO, run
 
 TINY = ['--models', 'lenet', '--train_steps', '20', '--fine_tune_steps', '5',
         '--representative_steps', '2', '--latency_rounds', '3']
-CHECKPOINTS = ['float checkpoint', 'QAT checkpoint', 'QAT float graph']
-TFLITE = ['float', 'float16', 'dynamic', 'int8 PTQ', 'int8 QAT']
+CHECKPOINTS = ['float checkpoint', 'QAT checkpoint', 'QAT float graph', 'contrib checkpoint']
+TFLITE = ['float', 'float16', 'dynamic', 'int8 PTQ', 'int8 QAT', 'uint8 contrib']
 TARGETS = {  # target: (its limit, whether the value must be at least the limit)
     'QAT int8 loses <= 0.5 points': (-0.5, True), 'PTQ int8 loses <= 1.5 points': (-1.5, True),
+    'uint8 loses <= 1 point': (-1.0, True),
     'QAT int8 size <= 0.3 x float': (0.3, False), 'PTQ int8 size <= 0.3 x float': (0.3, False),
     'QAT int8 latency <= float': (1.0, False), 'PTQ int8 latency <= float': (1.0, False)}
 
 
-def quantization(*args, timeout=120):
+def quantization(*args, timeout=300):
     """The benchmark run as a user runs it, with `args`: the CompletedProcess."""
     return run([sys.executable, '-m', 'benchmarks.quantization', *args], cwd=REPO,
                timeout=timeout)
@@ -31,7 +33,9 @@ def check_progress(stderr):
     the interpreter stay quiet."""
     assert stderr.splitlines() == [
         'lenet: training in float, 20 steps', 'lenet: fine-tuning in float, 5 steps',
-        'lenet: fine-tuning quantization-aware, 5 steps', 'lenet: exporting and scoring',
+        'lenet: fine-tuning quantization-aware, 5 steps',
+        "lenet: fine-tuning with tf.contrib.quantize's rewrite, 5 steps",
+        'lenet: exporting and scoring',
         'lenet: timing the interpreter, 3 rounds']
 
 
@@ -53,7 +57,8 @@ def test_lenet_reports_accuracy_size_latency_ratios_and_targets_as_json():
         'image_shape': [28, 28, 1], 'batch_size': 32, 'train_steps': 20, 'fine_tune_steps': 5,
         'batch_norm_decay': None, 'test_examples': 360}
     assert lenet['fine_tune_learning_rate'] == pytest.approx(lenet['learning_rate'] / 10)
-    assert list(lenet['seconds']) == ['train', 'float fine-tune', 'QAT fine-tune']
+    assert list(lenet['seconds']) == ['train', 'float fine-tune', 'QAT fine-tune',
+                                      'contrib QAT fine-tune']
     assert all(seconds > 0 for seconds in lenet['seconds'].values())
 
     variants = lenet['variants']
@@ -74,6 +79,7 @@ def test_lenet_reports_accuracy_size_latency_ratios_and_targets_as_json():
         variants['int8 QAT']['points'] - variants['QAT float graph']['points'])
     sizes = {name: variants[name]['size_bytes'] for name in TFLITE}
     assert sizes['int8 QAT'] < sizes['float16'] < sizes['float']
+    assert sizes['uint8 contrib'] < sizes['int8 QAT']  # One scale per tensor.
 
     ratios = lenet['ratios']
     assert list(ratios) == [f'{name} {what} / float {what}' for what in ('size', 'latency')
@@ -111,14 +117,15 @@ def test_the_table_has_a_row_per_variant_ratio_and_target():
     lines = result.stdout.splitlines()
     assert lines[0].startswith('TensorFlow ') and lines[-1].startswith('run took ')
     assert re.search(r'^lenet 28x28x1, batch 32: 20 steps at 0.01 \(\d+ s\), then 5 at 0.001 in '
-                     r'float \(\d+ s\) and quantization-aware \(\d+ s\)$', result.stdout, re.M)
+                     r'float \(\d+ s\), quantization-aware \(\d+ s\) and with '
+                     r"tf.contrib.quantize's rewrite \(\d+ s\)$", result.stdout, re.M)
     for name in CHECKPOINTS + TFLITE:
         (row,) = [line for line in lines if line.startswith(name + '  ')]
         assert re.fullmatch(rf'{name} +\d+\.\d\d% +[+-]\d+\.\d\d' + (
             r' +[\d,]+ +\d+\.\d{3}  \d+\.\d{3}-\d+\.\d{3}' if name in TFLITE else ''), row)
     assert re.search(r'^int8 QAT against the QAT float graph: [+-]\d+\.\d\d points ',
                      result.stdout, re.M)
-    assert len([line for line in lines if re.fullmatch(r'.* / .* +\d+\.\d{3}', line)]) == 8
+    assert len([line for line in lines if re.fullmatch(r'.* / .* +\d+\.\d{3}', line)]) == 10
     for target in TARGETS:
         (row,) = [line for line in lines if line.startswith(target)]
         assert row.endswith(('  yes', '  NO'))
