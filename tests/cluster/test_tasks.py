@@ -356,7 +356,7 @@ def test_a_signalled_ps_task_serves_until_the_chief_reports_its_last_checkpoint(
             process.send_signal(signal.SIGTERM)
             wait_for(lambda: 'ps:0 received SIGTERM: serving until the chief has written its '
                              'last checkpoint (within 60 s)' in log.read_text(), 30, process, log)
-            time.sleep(2)
+            time.sleep(1)
             assert process.poll() is None  # Serving on for the chief.
             tasks.report_last_checkpoint(the_chief)
             assert process.wait(timeout=30) == 143

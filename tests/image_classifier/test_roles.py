@@ -60,7 +60,7 @@ def test_the_script_as_a_ps_task_serves_until_sigterm_and_its_grace_period(tmp_p
         process = subprocess.Popen(
             [*TRAIN, f'--train_dir={tmp_path / "train"}', f'--ps_hosts=127.0.0.1:{ps_port}',
              f'--worker_hosts=127.0.0.1:{chief.getsockname()[1]}', '--job_name=ps', '--task=0',
-             '--grace_period_secs=3'],
+             '--grace_period_secs=1'],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_for(lambda: watchdog.answering({'ps:0': f'{LOCALHOST}:{ps_port}'}, 1),
@@ -76,6 +76,6 @@ def test_the_script_as_a_ps_task_serves_until_sigterm_and_its_grace_period(tmp_p
     assert f'ps:0 serving at 127.0.0.1:{ps_port} until SIGTERM or Ctrl-C' in err
     assert err.rstrip().splitlines()[-1] == (
         'train_image_classifier.py: ps:0 stopped by SIGTERM: the chief did not report its last '
-        'checkpoint within 3 s (--grace_period_secs)')
-    assert seconds >= 3
+        'checkpoint within 1 s (--grace_period_secs)')
+    assert seconds >= 1
     assert os.listdir(tmp_path) == []  # A ps task writes no train_dir.
