@@ -6,8 +6,8 @@ TensorFlow Lite model, and its interpreter), precision (the session settings of 
 precision), ordered_sync (OrderedSyncReplicasOptimizer, for seeded synchronous workers),
 sizing (plan_cluster's predictions) and network_traffic (the bytes a step moves through each
 link, which the predictions carry). The other modules are model_deploy's parts
-(variable_sharing, replicas, all_reduce, sync_batch_norm, accumulation, compression):
-internal, named freely.
+(placement, variable_sharing, replicas, all_reduce, sync_batch_norm, accumulation,
+compression): internal, named freely (model_deploy re-exports placement's public names).
 
 Importing it repairs tf-slim and prefers tf-keras, as importing slim_deploy.common does.
 """

@@ -33,9 +33,6 @@ CPU; bad settings raise ValueError up front.
 """
 import collections
 import contextlib
-import dataclasses
-import itertools
-from typing import Callable
 
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -46,14 +43,15 @@ from slim_deploy.deployment import (
     accumulation,
     all_reduce,
     compression,
-    network_traffic,
     ordered_sync,
+    placement,
     quantize,
     replicas,
     sync_batch_norm,
     variable_sharing,
 )
 from slim_deploy.deployment import precision as precision_lib
+from slim_deploy.deployment.placement import PS_STRATEGIES, PsStrategy, placement_plan
 
 __all__ = [
     'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones', 'optimize_clones',
@@ -76,92 +74,6 @@ summary_op: all summaries merged (None if there are none). total_loss: mean clon
 plus regularization (None if model_fn added no loss). clones: the list of Clone.
 """
 
-# Op types that create variables, resource or not: the ops placed on variables_device().
-_VARIABLE_OP_TYPES = frozenset({'Variable', 'VariableV2', 'VarHandleOp', 'AutoReloadVariable'})
-# Op types that produce summaries: placed on the worker's CPU, next to the summary writer.
-_SUMMARY_OP_TYPES = frozenset({
-    'ScalarSummary', 'HistogramSummary', 'ImageSummary', 'AudioSummary', 'AudioSummaryV2',
-    'TensorSummary', 'TensorSummaryV2', 'MergeSummary',
-})
-
-
-def _op_type(op):
-    """The type of an Operation, or of the NodeDef that device functions may also get."""
-    return op.op if isinstance(op, tf.NodeDef) else op.type
-
-
-# Job of the virtual devices holding create_clones' variables until it spreads them by
-# bytes. Job names in a cluster start with a letter, so this one names no real job.
-_PENDING_JOB = '_model_deploy_pending'
-
-
-def _variable_bytes(op):
-    """Size in bytes of a variable op's value: elements x dtype size, from its `shape` and
-    `dtype` attrs. Unknown dimensions and strings count as 0 bytes."""
-    elements = tf.TensorShape(op.get_attr('shape')).num_elements() or 0
-    return elements * tf.as_dtype(op.get_attr('dtype')).size
-
-
-def _device_loads(graph, devices):
-    """(number of variable ops, their bytes) on each of `devices` in `graph`, in order."""
-    loads = {device: (0, 0) for device in devices}
-    for op in graph.get_operations():
-        if op.type in _VARIABLE_OP_TYPES and op.device in loads:
-            count, size = loads[op.device]
-            loads[op.device] = (count + 1, size + _variable_bytes(op))
-    return [loads[device] for device in devices]
-
-
-def _least_loaded(loads):
-    """Index of the smallest of `loads`; the lowest index among equals."""
-    return loads.index(min(loads))
-
-
-def _new_variables_device(choose):
-    """Device function: a variable op with no device gets `choose(op)`; others stay put."""
-    def place(op):
-        if op.device or _op_type(op) not in _VARIABLE_OP_TYPES:
-            return op.device
-        return choose(op)
-    return place
-
-
-def _round_robin(devices):
-    """Device function: new variable ops go to `devices` in turn, in creation order."""
-    cycle = itertools.cycle(devices)
-    return _new_variables_device(lambda op: next(cycle))
-
-
-def _least_loaded_bytes(devices):
-    """Device function: a new variable op goes to the device of `devices` holding the
-    fewest bytes of variables in the op's graph (the lowest index among equals)."""
-    def choose(op):
-        graph = tf.get_default_graph() if isinstance(op, tf.NodeDef) else op.graph
-        return devices[_least_loaded([size for _, size in _device_loads(graph, devices)])]
-    return _new_variables_device(choose)
-
-
-@dataclasses.dataclass(frozen=True)
-class PsStrategy:
-    """A way of spreading variables over the PS tasks.
-
-    variables_device: (devices) -> device function putting each new variable op on one of
-      `devices` (the PS tasks' CPUs): what DeploymentConfig.variables_device() returns.
-    deferred: create_clones holds its variables on virtual devices and places them all at
-      once, when model_fn has made them and their sizes are known.
-    plan: placement_plan's words before the list of PS devices.
-    """
-    variables_device: Callable
-    deferred: bool
-    plan: str
-
-
-PS_STRATEGIES = Registry('ps_strategy', {
-    'bytes': PsStrategy(_least_loaded_bytes, True, 'largest first onto the least-loaded of '),
-    'round_robin': PsStrategy(_round_robin, False, 'round-robin over '),
-})
-
-
 # How the clones share variables: variable_update -> what placement_plan says of it.
 VARIABLE_UPDATES = Registry('variable_update', {
     'parameter_server': "one copy of the variables, on the worker's CPU or the ps tasks; "
@@ -181,45 +93,6 @@ CHIEF_JOBS = ('master', 'chief')
 TASK_TIMEOUT_SECS = 60.0
 # The start-up broadcast waits at least this long, as the other workers may start slower.
 START_TIMEOUT_SECS = 600.0
-
-
-def _pending_variables():
-    """Device function: the k-th new variable op goes to task k of _PENDING_JOB."""
-    counter = itertools.count()
-    return _new_variables_device(
-        lambda op: f'/job:{_PENDING_JOB}/task:{next(counter)}/device:CPU:0')
-
-
-def _place_pending_variables(graph, config):
-    """Moves the variables on _PENDING_JOB to the PS tasks, largest first (the earliest
-    created among equals) onto the task holding the fewest bytes, counting the variables
-    already there. Every other op on a variable's virtual task follows it: initializers,
-    reads, variables colocated with it (e.g. moving averages), anything copying its device.
-    Function bodies (of tf.cond, tf.while_loop, tf.function) are frozen when built: one
-    built on a virtual device raises ValueError.
-    """
-    loads = [size for _, size in _device_loads(graph, config._variable_devices())]
-    pending = [(op, tf.DeviceSpec.from_string(op.device)) for op in graph.get_operations()]
-    pending = [(op, spec) for op, spec in pending if spec.job == _PENDING_JOB]
-    sizes = collections.Counter()  # Virtual task -> bytes of the variable ops on it.
-    for op, spec in pending:
-        if op.type in _VARIABLE_OP_TYPES:
-            sizes[spec.task] += _variable_bytes(op)
-    ps_task = {}  # Virtual task -> PS task.
-    for virtual_task in sorted(sizes, key=lambda task: (-sizes[task], task)):
-        ps_task[virtual_task] = _least_loaded(loads)
-        loads[ps_task[virtual_task]] += sizes[virtual_task]
-    for op, spec in pending:
-        op._set_device(spec.replace(job=config.ps_job_name, task=ps_task[spec.task]))
-    frozen = sorted({function.signature.name
-                     for function in graph.as_graph_def().library.function
-                     for node in function.node_def if f'/job:{_PENDING_JOB}/' in node.device})
-    if frozen:
-        raise ValueError(
-            f"ps_strategy='bytes' cannot place the variables of model_fn: functions {frozen} "
-            "were built on a variable's device (e.g. a tf.cond under colocate_with(variable), "
-            "or tf.train.ExponentialMovingAverage) before its PS task was chosen; build them "
-            "outside model_fn or use ps_strategy='round_robin'")
 
 
 def local_clone_devices(num_clones, clone_on_cpu):
@@ -482,7 +355,7 @@ class DeploymentConfig:
         """Device of the input pipeline: the worker's CPU."""
         return self.worker_device + '/device:CPU:0'
 
-    def _variable_devices(self):
+    def variable_devices(self):
         """The devices holding variables, in task order: the PS tasks' CPUs, the clones'
         devices when replicated, or the local '/device:CPU:0'."""
         if self.replicated:
@@ -502,7 +375,7 @@ class DeploymentConfig:
         """
         if self._num_ps_tasks == 0:
             return self.worker_device + '/device:CPU:0'
-        return PS_STRATEGIES[self._ps_strategy].variables_device(self._variable_devices())
+        return PS_STRATEGIES[self._ps_strategy].variables_device(self.variable_devices())
 
     def caching_device(self):
         """None, or with PS tasks a device function, as slim's: op -> the worker's CPU
@@ -681,104 +554,6 @@ def _require_graph_mode(function_name):
             '`with tf.Graph().as_default():`.')
 
 
-def placement_plan(config, graph=None, link_gbps=None, fetches=None):
-    """Returns, as printable lines, which device holds each part of a deployment.
-
-    graph: None, or a tf.Graph whose variable ops are then counted, with their bytes, on
-    each variable device (each PS task, each clone's device when replicated, or the local
-    CPU), and, when replicated, its all-reduces per step.
-
-    link_gbps: None, or the bandwidth of every host's network link in Gbit/s each way
-    (full duplex): the plan then ends with what a step of the graph's 'train_op' moves
-    through each worker's link and each ps task's, in and out, the least time that takes,
-    the bottleneck and, when a ps task is, how many ps tasks would not be (see
-    slim_deploy.deployment.network_traffic). Needs the graph. fetches: what a step runs, when more
-    than the graph's 'train_op' (None: just that).
-    """
-    devices = config._variable_devices()
-    strategy = PS_STRATEGIES[config.ps_strategy].plan if config.num_ps_tasks else ''
-    rows = [('variables', strategy + ', '.join(devices))]
-    collective = config.variable_update == 'collective'
-    members = (f'{config.num_clones * config.num_replicas} members: {config.num_clones} '
-               f'clones on each of {config.num_replicas} workers' if collective
-               else f'{config.num_clones} members: the clones')
-    if config.replicated:
-        workers = (f"every clone of {config.num_replicas} workers, here" if collective
-                   else 'the clones')
-        rows = [('variables', f'{config.variable_update}: a copy of the trainable ones on '
-                              f'{workers} {", ".join(devices)}; checkpoints hold clone 0\'s'
-                              + (' of the chief' if collective else '')),
-                ('all-reduce', members + ('; the chief broadcasts the start values'
-                                          if collective else ''))]
-    if config.gradient_compression != 'none':
-        rows.append(('gradients', f'cross between tasks in {config.gradient_compression}'
-                     + (' (scaled by a power of two)' if config.gradient_compression == 'float16'
-                        else '') + ', applied in float32'))
-    if config.prefetch_reads:
-        rows.append(('reads', 'prefetched: each step computes with copies on '
-                              f'{config.worker_device}/device:CPU:0 and fetches the next '
-                              'values while it runs'))
-    if config.sync_batch_norm:
-        counted = ''
-        if graph is not None:
-            count = sum(op.device == devices[0] and sync_batch_norm.is_forward_reduce(op)
-                        for op in graph.get_operations())
-            counted = f' ({count} batch norm{"" if count == 1 else "s"})'
-        rows.append(('batch norm', 'synchronized: the moments of the global batch, '
-                                   f'all-reduced over {members}{counted}'))
-    rows += [('inputs', config.inputs_device()),
-             ('optimizer', config.optimizer_device())]
-    for i in range(config.num_clones):
-        scope = config.clone_scope(i)
-        scope_note = f'  (scope {scope}/)' if scope else ''
-        rows.append((f'clone {i}', config.clone_device(i) + scope_note))
-    if graph is not None:
-        for task, (device, (count, size)) in enumerate(
-                zip(devices, _device_loads(graph, devices))):
-            role = (f'ps task {task}' if config.num_ps_tasks else
-                    f'copy {task}' if config.replicated else 'local')
-            plural = '' if count == 1 else 's'
-            rows.append((role, f'{device}  {count} variable{plural}, '
-                               f'{network_traffic.human_bytes(size)} ({size:,} bytes)'))
-        if config.replicated:
-            reduces = sum(op.type == 'CollectiveReduce' and op.device == devices[0]
-                          for op in graph.get_operations())
-            pack = network_traffic.human_bytes(config.all_reduce_pack_bytes)
-            rows.append(('all-reduces', f'{reduces} per step on each member (gradients packed '
-                                        f'up to {pack})'))
-    if link_gbps is not None:
-        network_traffic.check_link_gbps(link_gbps)
-        if graph is None:
-            raise ValueError('placement_plan needs the graph to estimate the network time of '
-                             'a step (link_gbps)')
-        rows += network_traffic.plan_rows(network_traffic.step_traffic(graph, config, fetches),
-                                          link_gbps)
-    width = max(len(role) for role, _ in rows)
-    return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
-
-
-def _clone_placement(config, variables):
-    """Device function placing variable ops with the device function `variables` and
-    summary ops on the worker's CPU; every other op is left to the clone's device scope.
-    Without ps tasks a resource variable's IsInitialized op (which nothing runs) goes to its
-    variable's device, as under slim's, whose variable functions make every op of a variable
-    under the variables device when that is a device string (with ps tasks, a function
-    placing only the variable op)."""
-    summaries_device = config.inputs_device()
-
-    def place(op):
-        if op.device:
-            return op.device
-        if _op_type(op) in _SUMMARY_OP_TYPES:
-            return summaries_device
-        if (not config.num_ps_tasks and isinstance(op, tf.Operation) and
-                op.type == 'VarIsInitializedOp'):
-            return op.inputs[0].device
-        return variables(op)
-
-    return place
-
-
 def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False):
     """Calls `model_fn(*args, **kwargs)` once per clone and returns the list of Clone.
 
@@ -804,15 +579,6 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
     _require_graph_mode('create_clones')
     args = args or []
     kwargs = kwargs or {}
-    strategy = PS_STRATEGIES[config.ps_strategy]
-    deferred = config.num_ps_tasks > 0 and strategy.deferred
-    if config.replicated:
-        variables = lambda op: op.device  # noqa: E731 (each clone's own device)
-    elif deferred:
-        variables = _pending_variables()
-    else:
-        variables = strategy.variables_device(config._variable_devices())
-    place = _clone_placement(config, variables)
     group = _clones_group(config)
     copies = _replicas(config, group) if config.replicated else None
     batch_norms = (sync_batch_norm.SyncBatchNorm(group)
@@ -823,9 +589,9 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
     # With 16-bit math and gradients, the reads from the ps tasks cross in 16 bits too.
     read_dtype = (compression.wire_dtype(config.gradient_compression)
                   if config.precision != 'float32' else None)
-    with variable_sharing.caching_reads(
+    with placement.placing_clones(config) as place, variable_sharing.caching_reads(
             config.caching_device(), read_dtype, prefetch=config.prefetch_reads,
-            turn_device=config._variable_devices()[0] if reads_in_turn else None,
+            turn_device=config.variable_devices()[0] if reads_in_turn else None,
             update_scope=config.clone_scope(0)):
         for i in range(config.num_clones):
             with tf.name_scope(config.clone_scope(i)) as clone_scope:
@@ -840,8 +606,6 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
             if copies and i:
                 copies.localize(i, ops)
             clones.append(Clone(outputs, clone_scope, clone_device))
-    if deferred:
-        _place_pending_variables(tf.get_default_graph(), config)
     if copies:
         copies.register(clones)
     return clones
