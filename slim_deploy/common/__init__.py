@@ -1,7 +1,7 @@
 """What every other package of slim-deploy uses.
 
 Public (__all__): errors (UsageError, DataError, StorageError, ClusterError,
-Interrupted, check_int), registry
+Interrupted, check_int), bounds (Bounds: the values a numeric setting takes), registry
 (Registry: names to things, with one-line errors), compat (the tf-slim repairs). Internal:
 fileio (atomic writes), native_stderr (capturing what C++ prints).
 
@@ -18,4 +18,4 @@ if 'tf_slim' in sys.modules:
     compat.repair()
 compat.prefer_tf_keras()
 
-__all__ = ['compat', 'errors', 'registry']
+__all__ = ['bounds', 'compat', 'errors', 'registry']

@@ -2,20 +2,18 @@
 input file) and the loss of another task of the cluster.
 
 Entry points print a UsageError as one line and exit with code 2, a DataError with 65, a
-StorageError with 74, a ClusterError with 75 (an AddressInUse, one kind of it, with 98), an
-Interrupted with 128 + its signal's number
+StorageError with 74, a ClusterError with 75 (an AddressInUse, one kind of it, with 98), a
+ProgramError with 1, an Interrupted with 128 + its signal's number
 (143 for SIGTERM, 130 for SIGINT); every other exception is a bug or an outside failure and
 keeps its traceback (exit code 1).
 """
+from slim_deploy.common.bounds import Bounds
 
 
 def check_int(name, value, minimum, error=ValueError, none_ok=False):
     """Raises `error` (a ValueError or UsageError) naming `name` as given ('num_clones',
     '--num_clones') unless `value` is an int >= `minimum`, or None with none_ok."""
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise error(f'{name} must be an integer >= {minimum}, got {value!r}')
+    Bounds.integers(minimum).check(name, value, error, none_ok)
 
 
 class UsageError(ValueError):
@@ -45,6 +43,16 @@ class StorageError(RuntimeError):
     freed.
     """
     exit_code = 74
+
+
+class ProgramError(RuntimeError):
+    """A function given to the toolkit failed on input it should take (a preprocessing
+    function on a record that decodes). The message is one line naming the function and the
+    op that failed, and says the input is not at fault.
+
+    exit_code: 1, as for any other bug: the data is not damaged (not 65).
+    """
+    exit_code = 1
 
 
 # The exit codes a restart would repeat (restart policies must not retry them), each with

@@ -1,7 +1,8 @@
 """Entry-script plumbing: absl's app.run with quiet logging, and a user's mistakes (a bad flag
 or a UsageError) ending in one line 'PROGRAM: error: MESSAGE' and exit code 2 (damaged data,
 a DataError, with 65; a full disk, a StorageError, with 74; a lost task of the cluster, a
-ClusterError, with 75; training stopped by a signal, an Interrupted, in one line
+ClusterError, with 75; preprocessing that fails on good data, a ProgramError, with 1;
+training stopped by a signal, an Interrupted, in one line
 'PROGRAM: MESSAGE' and exit code 128 + the signal's number)."""
 import os
 import sys
@@ -14,6 +15,7 @@ from slim_deploy.common.errors import (
     ClusterError,
     DataError,
     Interrupted,
+    ProgramError,
     StorageError,
     UsageError,
 )
@@ -34,7 +36,7 @@ def run(main, module_name):
         threading.excepthook = _thread_failed
         try:
             return main(argv)
-        except (UsageError, DataError, StorageError, ClusterError) as e:
+        except (UsageError, DataError, StorageError, ClusterError, ProgramError) as e:
             _fail(e, exit_code=e.exit_code)
         except Interrupted as e:
             _fail(e, exit_code=e.exit_code, label='')

@@ -14,12 +14,12 @@ from the flags a user gave (the others keep their defaults); `as_flags()` gives 
 setting back as {flag: value}, as train() records it in the run's run_config.json.
 """
 import dataclasses
-import math
 import types
 import typing
 
 from slim_deploy.cluster import shape, tasks
-from slim_deploy.common.errors import UsageError, check_int
+from slim_deploy.common.bounds import INT32_MAX, INT64_MAX, MAX_SECONDS, Bounds, check_settings
+from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_factory
 from slim_deploy.deployment import compression, model_deploy, tflite
 from slim_deploy.deployment.precision import PRECISIONS
@@ -27,11 +27,29 @@ from slim_deploy.nets import nets_factory
 from slim_deploy.preprocessing import preprocessing_factory
 from slim_deploy.training import checkpoints, loop, optimization
 
+# Bounds that several settings share.
+_COUNT = Bounds.integers(1, INT32_MAX)  # Examples, batches, tasks, threads: at least one.
+_STEPS = Bounds.integers(0, INT64_MAX)  # Global steps, an int64 in the graph.
+_RATE = Bounds.numbers(0)  # Learning rates, decays of weights: >= 0.
+_FRACTION = Bounds.numbers(0, 1)  # Momentum and decay rates.
+_DECAY = Bounds.numbers(0, 1, open_maximum=True)  # Moving averages' decays, label smoothing.
+_SECONDS = Bounds.numbers(0, MAX_SECONDS)
+_SOME_SECONDS = Bounds.numbers(0, MAX_SECONDS, open_minimum=True)  # More than none.
+_THREADS = Bounds.integers(1, 1024)  # Input threads and files read at once.
+# Side of the input images in pixels: beyond, one image alone fills gigabytes.
+IMAGE_SIZE = Bounds.integers(1, 8192)
+# Model clones per worker: beyond, a graph of that many clones takes minutes to build, and no
+# machine has that many GPUs.
+MAX_CLONES = 64
 
-def setting(default, help_text, aliases=()):
-    """A config field that is also a flag of the same name, with that help text; `aliases`:
-    other names of the flag (its former names)."""
-    return dataclasses.field(default=default, metadata={'help': help_text, 'aliases': aliases})
+
+def setting(default, help_text, bounds=None, aliases=()):
+    """A config field that is also a flag of the same name, with that help text; `bounds`:
+    the values a numeric setting takes (a Bounds; None for the others), checked when the
+    config is built (bounds.check_settings); `aliases`: other names of the flag (its former
+    names)."""
+    return dataclasses.field(default=default, metadata={'help': help_text, 'bounds': bounds,
+                                                        'aliases': aliases})
 
 
 def _group(group_class, **overrides):
@@ -47,28 +65,37 @@ def _as_flag(name, value):
     return f'--{name}' if value is True else f'--{name}={value}'
 
 
-def _check_number(flag, value, below=None, positive=False, none_ok=False):
-    """Checks that value is a finite number >= 0 (> 0 if positive), < below unless that is
-    None."""
-    if value is None and none_ok:
-        return
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or
-            not math.isfinite(value) or value < 0 or (positive and value <= 0) or
-            (below is not None and value >= below)):
-        bound = '> 0' if positive else '>= 0'
-        if below is not None:
-            bound += f' and < {below}'
-        raise UsageError(f'--{flag} must be a number {bound}, got {value!r}')
-
-
 def num_classes(dataset_name, labels_offset):
     """Classes the model predicts: the dataset's minus labels_offset (>= 1)."""
     info = dataset_factory.get_info(dataset_name)
-    check_int('--labels_offset', labels_offset, 0, UsageError)
     if labels_offset >= info.num_classes:
         raise UsageError(f'--labels_offset={labels_offset} leaves no class of dataset '
                          f'{dataset_name!r}, which has {info.num_classes}')
     return info.num_classes - labels_offset
+
+
+def check_model(model, size_flag, dataset_name):
+    """Raises UsageError unless the network of `model` (a ModelConfig) can take the examples
+    of dataset `dataset_name` at model.image_size (flag --size_flag): a size in IMAGE_SIZE and
+    at least the network's smallest, and images, which every dataset of the toolkit holds
+    (the video networks take videos)."""
+    check_settings(model, UsageError, {'image_size': size_flag})
+    network = nets_factory.NETWORKS[model.model_name]
+    family = preprocessing_factory.family(model.preprocessing_name or model.model_name)
+    if 'video' in (network.preprocessing, family):
+        takes = (f'--model_name={model.model_name}' if network.preprocessing == 'video' else
+                 f'--preprocessing_name={family}')
+        raise UsageError(
+            f'{takes} takes videos [frames, height, width, 3], and --dataset_name='
+            f'{dataset_name} holds images, as every dataset of the toolkit does '
+            f'({", ".join(dataset_factory.DATASETS)}): train a video network through '
+            'deploy() on video records of your own (docs/networks.md)')
+    size = model.image_size_or_default()
+    if size < network.min_image_size:
+        raise UsageError(
+            f'--{size_flag}={size} is smaller than the smallest input {model.model_name} '
+            f'takes, {network.min_image_size} pixels: pass --{size_flag}='
+            f'{network.min_image_size} or more (its default is {network.default_image_size})')
 
 
 def input_channels(dataset_name, model):
@@ -91,20 +118,20 @@ class DataConfig:
         'embedded digits (converted there on first use), required for the others.')
     labels_offset: int = setting(
         0, 'Subtracted from every label (1 to use 1001-class ImageNet records with a '
-        '1000-class model).')
-    batch_size: int = setting(32, 'Examples per clone per step.')
-    num_readers: int = setting(4, 'TFRecord files read in parallel.')
-    num_preprocessing_threads: int = setting(4, 'Examples decoded and preprocessed in parallel.')
+        '1000-class model).', Bounds.integers(0, INT32_MAX))
+    batch_size: int = setting(32, 'Examples per clone per step.', _COUNT)
+    num_readers: int = setting(4, 'TFRecord files read in parallel.', _THREADS)
+    num_preprocessing_threads: int = setting(4, 'Examples decoded and preprocessed in parallel.',
+                                             _THREADS)
     max_bad_records: int = setting(
         0, 'Records that do not decode (a corrupt image) skipped by each worker, each logged '
-           'with its shard and index, before the next one ends the run; 0: the first ends it.')
+           'with its shard and index, before the next one ends the run; 0: the first ends it.',
+        Bounds.integers(0, INT64_MAX))
 
     def __post_init__(self):
+        check_settings(self, UsageError)
         dataset_factory.get_info(self.dataset_name).num_samples(self.dataset_split_name)
         num_classes(self.dataset_name, self.labels_offset)
-        for flag in ('batch_size', 'num_readers', 'num_preprocessing_threads'):
-            check_int(f'--{flag}', getattr(self, flag), 1, UsageError)
-        check_int('--max_bad_records', self.max_bad_records, 0, UsageError)
 
     @property
     def num_classes(self):
@@ -114,12 +141,13 @@ class DataConfig:
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Which network, and its input. image_size is flag --train_image_size, --eval_image_size
-    or --image_size, and is checked by the run config holding this group."""
+    or --image_size, and is checked by the run config holding this group (check_model)."""
     model_name: str = setting('lenet', 'Network: ' + ', '.join(nets_factory.NETWORKS))
     preprocessing_name: str | None = setting(
         None, "Preprocessing; None: the network's own.")
-    image_size: int | None = setting(None, "Side of the input images in pixels; None: the "
-                                           "network's default.")
+    image_size: int | None = setting(None, "Side of the input images in pixels, at least the "
+                                           "network's smallest; None: the network's default.",
+                                     IMAGE_SIZE)
     use_grayscale: bool = setting(False, 'Convert the images to one-channel grayscale.')
 
     def __post_init__(self):
@@ -136,7 +164,8 @@ class ModelConfig:
 class DevicesConfig:
     """Where a worker's clones run."""
     num_clones: int = setting(1, 'Model clones per worker, one per GPU (without GPUs, each '
-                                 'clone gets a CPU device of its own).')
+                                 'clone gets a CPU device of its own).',
+                              Bounds.integers(1, MAX_CLONES))
     clone_on_cpu: bool = setting(False, "Put every clone on CPU:0 (slim's CPU mode).")
     master: str = setting('', 'Address of the TensorFlow master (grpc://host:port); empty for '
                               'in-process.')
@@ -148,7 +177,7 @@ class DevicesConfig:
     xla: bool = setting(False, "Compile each clone's forward and backward pass with XLA.")
 
     def __post_init__(self):
-        check_int('--num_clones', self.num_clones, 1, UsageError)
+        check_settings(self, UsageError)
         PRECISIONS.check(self.precision)
 
 
@@ -156,49 +185,42 @@ class DevicesConfig:
 class OptimizationConfig:
     """The loss, the optimizer and its learning-rate schedule."""
     optimizer: str = setting('rmsprop', 'Optimizer: ' + ', '.join(optimization.OPTIMIZERS))
-    learning_rate: float = setting(0.01, 'Initial learning rate (before scaling).')
+    learning_rate: float = setting(0.01, 'Initial learning rate (before scaling).', _RATE)
     learning_rate_scaling: str = setting(
         'none', 'How the learning rate follows the global batch: ' +
         ', '.join(optimization.LEARNING_RATE_SCALINGS) + ' (linear: learning_rate x global '
         'batch / --base_batch_size, Goyal et al. 2017).')
     base_batch_size: int = setting(256, 'The global batch --learning_rate is meant for, with '
-                                        '--learning_rate_scaling=linear.')
+                                        '--learning_rate_scaling=linear.', _COUNT)
     warmup_epochs: float = setting(0.0, 'Epochs over which the rate rises linearly from '
                                         '--warmup_learning_rate to the scaled rate, before '
-                                        'the decay schedule; 0: none.')
-    warmup_learning_rate: float = setting(0.0, 'Learning rate at the start of the warmup.')
+                                        'the decay schedule; 0: none.', Bounds.numbers(0))
+    warmup_learning_rate: float = setting(0.0, 'Learning rate at the start of the warmup.',
+                                          _RATE)
     gradient_accumulation_steps: int = setting(
         1, 'Micro-batches per update: each clone accumulates the gradients of this many '
-           'batches before one update, which the global step counts.')
+           'batches before one update, which the global step counts.', _COUNT)
     learning_rate_decay_type: str = setting(
         'exponential', 'Learning-rate schedule: ' +
         ', '.join(optimization.LEARNING_RATE_DECAY_TYPES))
-    end_learning_rate: float = setting(0.0001, 'Final rate of the polynomial schedule.')
-    learning_rate_decay_factor: float = setting(0.94, 'Exponential decay factor.')
+    end_learning_rate: float = setting(0.0001, 'Final rate of the polynomial schedule.', _RATE)
+    learning_rate_decay_factor: float = setting(0.94, 'Exponential decay factor.',
+                                                Bounds.numbers(0, open_minimum=True))
     num_epochs_per_decay: float = setting(
         2.0, 'Epochs between decays (an epoch is the split\'s examples, whatever the clones '
-             'and replicas).')
-    weight_decay: float = setting(0.00004, 'L2 weight decay of the model.')
-    label_smoothing: float = setting(0.0, 'Label smoothing amount.')
+             'and replicas).', Bounds.numbers(0, open_minimum=True))
+    weight_decay: float = setting(0.00004, 'L2 weight decay of the model.', _RATE)
+    label_smoothing: float = setting(0.0, 'Label smoothing amount.', _DECAY)
     moving_average_decay: float | None = setting(
         None, 'Decay of an exponential moving average of the model variables; None or 0 for '
-              'none.')
+              'none.', _DECAY)
     params: optimization.OptimizerParams = _group(optimization.OptimizerParams)
 
     def __post_init__(self):
+        check_settings(self, UsageError)
         optimization.OPTIMIZERS.check(self.optimizer)
         optimization.LEARNING_RATE_DECAY_TYPES.check(self.learning_rate_decay_type)
         optimization.LEARNING_RATE_SCALINGS.check(self.learning_rate_scaling)
-        check_int('--base_batch_size', self.base_batch_size, 1, UsageError)
-        check_int('--gradient_accumulation_steps', self.gradient_accumulation_steps, 1, UsageError)
-        for flag in ('learning_rate', 'end_learning_rate', 'weight_decay', 'warmup_epochs',
-                     'warmup_learning_rate'):
-            _check_number(flag, getattr(self, flag))
-        _check_number('learning_rate_decay_factor', self.learning_rate_decay_factor,
-                      positive=True)
-        _check_number('num_epochs_per_decay', self.num_epochs_per_decay, positive=True)
-        _check_number('label_smoothing', self.label_smoothing, below=1)
-        _check_number('moving_average_decay', self.moving_average_decay, below=1, none_ok=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,12 +250,15 @@ class ClusterConfig:
     task: int | None = setting(None, "Index of this task in --job_name's job, or of this worker "
                                      'replica (0 being the chief) without the host flags; None: '
                                      "JOB_COMPLETION_INDEX (with the host flags), the cluster's, "
-                                     'or 0.')
-    worker_replicas: int | None = setting(None, 'Worker replicas; None: the cluster\'s, or 1.')
+                                     'or 0.', Bounds.integers(0, INT32_MAX))
+    worker_replicas: int | None = setting(None, 'Worker replicas; None: the cluster\'s, or 1.',
+                                          _COUNT)
     num_ps_tasks: int | None = setting(None, 'Parameter-server tasks holding the variables; '
-                                             "None: the cluster's, or 0 (variables local).")
+                                             "None: the cluster's, or 0 (variables local).",
+                                       Bounds.integers(0, INT32_MAX))
     sync_replicas: bool = setting(False, "Aggregate the replicas' gradients synchronously.")
-    replicas_to_aggregate: int = setting(1, 'Gradients aggregated per synchronous update.')
+    replicas_to_aggregate: int = setting(1, 'Gradients aggregated per synchronous update.',
+                                         _COUNT)
     ps_strategy: str = setting(
         'round_robin', 'How variables spread over the ps tasks: ' +
         ', '.join(model_deploy.PS_STRATEGIES) +
@@ -245,7 +270,8 @@ class ClusterConfig:
         'workers of a cluster without ps tasks).')
     all_reduce_pack_bytes: int = setting(
         model_deploy.ALL_REDUCE_PACK_BYTES, 'Gradients are all-reduced in packs of at most '
-        'this many bytes (a larger one alone); 0: one all-reduce per gradient.')
+        'this many bytes (a larger one alone); 0: one all-reduce per gradient.',
+        Bounds.integers(0, INT64_MAX))
     gradient_compression: str = setting(
         'none', 'The dtype gradients cross between tasks in: ' +
         ', '.join(compression.COMPRESSIONS) + " (none: float32); with "
@@ -264,7 +290,7 @@ class ClusterConfig:
         '--replicas_to_aggregate equal to the workers) may go without answering (a busy task '
         'answers, a lost or cut-off host does not) before this task exits with code 75 naming '
         'it, for a restart to resume from the last checkpoint; also the longest a collective '
-        'all-reduce waits for the other workers. 0: forever.',
+        'all-reduce waits for the other workers. 0: forever.', _SECONDS,
         aliases=('collective_timeout_secs',))
     sync_batch_norm: bool = setting(
         False, "Batch norm normalizes with the mean and variance of the global batch (every "
@@ -274,19 +300,17 @@ class ClusterConfig:
         None, "Bandwidth of each host's network link in Gbit/s, each way: the start-up plan "
               "then states what a step moves through each worker's and ps task's link, the "
               'least time that takes, the bottleneck and how many ps tasks would remove it; '
-              'None: no network estimate.')
+              'None: no network estimate.', Bounds.numbers(0, open_minimum=True))
     tf_config: str | None = dataclasses.field(default=None, metadata={'flag': False})
     job_completion_index: str | None = dataclasses.field(default=None, metadata={'flag': False})
     cluster_task: tasks.ClusterTask | None = dataclasses.field(
         default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
+        check_settings(self, UsageError)  # Those given; the cluster's are valid.
         model_deploy.PS_STRATEGIES.check(self.ps_strategy)
         model_deploy.VARIABLE_UPDATES.check(self.variable_update)
         compression.COMPRESSIONS.check(self.gradient_compression)
-        check_int('--all_reduce_pack_bytes', self.all_reduce_pack_bytes, 0, UsageError)
-        _check_number('task_timeout_secs', self.task_timeout_secs)
-        _check_number('link_gbps', self.link_gbps, positive=True, none_ok=True)
         task = self._named_task()
         object.__setattr__(self, 'cluster_task', task)
         if task and self.job_name:  # Named by the host flags: --task was used as its index.
@@ -302,9 +326,6 @@ class ClusterConfig:
             elif task and given != value:
                 raise UsageError(f'--{flag}={given} disagrees with the cluster, where it is '
                                  f'{value} ({task.task_type}:{task.task_index})')
-        check_int('--worker_replicas', self.worker_replicas, 1, UsageError)
-        check_int('--num_ps_tasks', self.num_ps_tasks, 0, UsageError)
-        check_int('--replicas_to_aggregate', self.replicas_to_aggregate, 1, UsageError)
         if self.is_ps or self.is_evaluator:
             return
         if not 0 <= self.task < self.worker_replicas:
@@ -366,24 +387,24 @@ class ClusterConfig:
 @dataclasses.dataclass(frozen=True)
 class ScheduleConfig:
     """How long to train, and how often to log, summarize and checkpoint."""
-    max_number_of_steps: int = setting(1000, 'Global step to stop at; 0 trains forever.')
-    log_every_n_steps: int = setting(10, 'Steps between progress lines.')
-    save_summaries_secs: int = setting(600, 'Seconds between summary writes.')
-    save_interval_secs: int = setting(600, 'Seconds between checkpoints.')
+    max_number_of_steps: int = setting(1000, 'Global step to stop at; 0 trains forever.',
+                                       _STEPS)
+    log_every_n_steps: int = setting(10, 'Steps between progress lines.',
+                                     Bounds.integers(1, INT64_MAX))
+    save_summaries_secs: int = setting(600, 'Seconds between summary writes.',
+                                       Bounds.integers(0, MAX_SECONDS))
+    save_interval_secs: int = setting(600, 'Seconds between checkpoints.',
+                                      Bounds.integers(0, MAX_SECONDS))
     keep_checkpoint_max: int = setting(
-        5, 'Checkpoints kept in --train_dir: the oldest goes once a newer one is complete.')
+        5, 'Checkpoints kept in --train_dir: the oldest goes once a newer one is complete.',
+        _COUNT)
     grace_period_secs: float = setting(
         loop.GRACE_SECS, 'On SIGTERM or Ctrl-C, training finishes its step, checkpoints '
         'it and exits (143 or 130) within this many seconds; past them, or on a second '
-        'signal, it exits at once.')
+        'signal, it exits at once.', _SOME_SECONDS)
 
     def __post_init__(self):
-        check_int('--max_number_of_steps', self.max_number_of_steps, 0, UsageError)
-        check_int('--log_every_n_steps', self.log_every_n_steps, 1, UsageError)
-        _check_number('save_summaries_secs', self.save_summaries_secs)
-        _check_number('save_interval_secs', self.save_interval_secs)
-        check_int('--keep_checkpoint_max', self.keep_checkpoint_max, 1, UsageError)
-        _check_number('grace_period_secs', self.grace_period_secs, positive=True)
+        check_settings(self, UsageError)
 
 
 def _scopes(value):
@@ -442,12 +463,12 @@ class TrainConfig(_RunConfig):
     quantize_delay: int = setting(
         -1, 'Train quantization-aware from this global step on (batch norm folded into the '
             'weights, weights and activations fake-quantized to 8 bits, as tf.contrib.quantize '
-            'did), for an int8 TensorFlow Lite model; -1: off.')
+            'did), for an int8 TensorFlow Lite model; -1: off.', Bounds.integers(-1, INT64_MAX))
     seed: int | None = setting(
         None, 'Makes training bit-reproducible: initial values, input order, dropout and '
               'augmentation drawn from this seed (worker i: seed + i), TensorFlow ops '
               'deterministic; asynchronous ps workers still apply gradients in arrival '
-              'order. None: a random run.')
+              'order. None: a random run.', Bounds.integers(0, INT32_MAX))
     data: DataConfig = _group(DataConfig)
     model: ModelConfig = _group(ModelConfig)
     devices: DevicesConfig = _group(DevicesConfig)
@@ -457,9 +478,8 @@ class TrainConfig(_RunConfig):
     fine_tuning: FineTuningConfig = _group(FineTuningConfig)
 
     def __post_init__(self):
-        check_int('--train_image_size', self.model.image_size, 1, UsageError, none_ok=True)
-        check_int('--quantize_delay', self.quantize_delay, -1, UsageError)
-        check_int('--seed', self.seed, 0, UsageError, none_ok=True)
+        check_settings(self, UsageError)
+        check_model(self.model, 'train_image_size', self.data.dataset_name)
         cluster = self.cluster
         for problem in (
                 model_deploy.quantize_delay_problem(self.quantize_delay, cluster.sync_batch_norm,
@@ -527,17 +547,18 @@ class EvalConfig(_RunConfig):
     devices: DevicesConfig = _group(DevicesConfig)
     moving_average_decay: float | None = setting(
         None, 'Evaluate the moving averages of the variables, kept in training with this '
-              'decay; None or 0: the variables themselves.')
+              'decay; None or 0: the variables themselves.', _DECAY)
     max_num_batches: int | None = setting(
         None, 'Stop after this many batches (rounded up to whole steps of num_clones '
-              'batches); None: the whole split.')
+              'batches); None: the whole split.', Bounds.integers(1, INT64_MAX))
     eval_interval_secs: float | None = setting(
         None, 'Evaluate each new checkpoint in --checkpoint_path (a directory) as it appears, '
               'looking at most every this many seconds, until the checkpoint of the run\'s '
-              'last step; None: evaluate one checkpoint once.')
+              'last step; None: evaluate one checkpoint once.', _SOME_SECONDS)
     timeout: float | None = setting(
         None, 'With --eval_interval_secs: stop after this many seconds without a new '
-              'checkpoint; None: wait for the checkpoint of the run\'s last step.')
+              'checkpoint; None: wait for the checkpoint of the run\'s last step.',
+        _SOME_SECONDS)
     quantize: bool = setting(False, _QUANTIZE_HELP.format(what='Evaluate'))
     tflite_file: str = setting(
         '', 'Score this TensorFlow Lite model (.tflite) with the interpreter instead of a '
@@ -545,12 +566,8 @@ class EvalConfig(_RunConfig):
             'run whose settings are the defaults.')
 
     def __post_init__(self):
-        check_int('--eval_image_size', self.model.image_size, 1, UsageError, none_ok=True)
-        check_int('--max_num_batches', self.max_num_batches, 1, UsageError, none_ok=True)
-        _check_number('moving_average_decay', self.moving_average_decay, below=1, none_ok=True)
-        _check_number('eval_interval_secs', self.eval_interval_secs, positive=True,
-                      none_ok=True)
-        _check_number('timeout', self.timeout, positive=True, none_ok=True)
+        check_settings(self, UsageError)
+        check_model(self.model, 'eval_image_size', self.data.dataset_name)
         if self.timeout is not None and self.eval_interval_secs is None:
             raise UsageError('--timeout needs --eval_interval_secs (it ends continuous '
                              'evaluation)')
@@ -571,8 +588,10 @@ class ExportConfig(_RunConfig):
               'there on first use).')
     dataset_split_name: str = setting('train', 'Split of the dataset those examples are '
                                                'drawn from.')
-    labels_offset: int = setting(0, 'Labels offset used in training.')
-    batch_size: int | None = setting(None, 'Batch size of the input; None leaves it open.')
+    labels_offset: int = setting(0, 'Labels offset used in training.',
+                                 Bounds.integers(0, INT32_MAX))
+    batch_size: int | None = setting(None, 'Batch size of the input; None leaves it open.',
+                                     _COUNT)
     is_training: bool = setting(False, 'Export the training-mode graph.')
     quantize: bool = setting(False, _QUANTIZE_HELP.format(what='Export'))
     output_file: str = setting('', 'Where to write the GraphDef (slim\'s format, no variable '
@@ -597,12 +616,11 @@ class ExportConfig(_RunConfig):
         'point the model records).')
     representative_steps: int = setting(
         100, 'Examples (batches of one, shuffled, preprocessed for evaluation) that calibrate '
-             'int8 quantization.')
+             'int8 quantization.', _COUNT)
 
     def __post_init__(self):
-        check_int('--image_size', self.model.image_size, 1, UsageError, none_ok=True)
-        check_int('--batch_size', self.batch_size, 1, UsageError, none_ok=True)
-        check_int('--representative_steps', self.representative_steps, 1, UsageError)
+        check_settings(self, UsageError)
+        check_model(self.model, 'image_size', self.dataset_name)
         num_classes(self.dataset_name, self.labels_offset)
         dataset_factory.get_info(self.dataset_name).num_samples(self.dataset_split_name)
         if not (self.output_file or self.saved_model_dir or self.tflite_file):
@@ -667,14 +685,16 @@ def flag_aliases(config_class):
 def flag_settings(config, renamed=None):
     """(flag name, value, type, help) of every setting of `config` (a run config or group,
     instance or class, as for _settings) that is a flag, in field order. type is int,
-    float, str or bool; scopes are given as a comma-separated str."""
+    float, str or bool; scopes are given as a comma-separated str. help ends with the
+    values a numeric setting takes ('Takes an integer in [1, 64].')."""
     for name, field, value in _settings(config, renamed or {}):
         if not field.metadata.get('flag', True):
             continue
         kind = _flag_type(field.type)
         if kind is tuple:
             value, kind = ','.join(value), str
-        yield name, value, kind, field.metadata['help']
+        bounds = field.metadata.get('bounds')
+        yield name, value, kind, field.metadata['help'] + (f' Takes {bounds}.' if bounds else '')
 
 
 def _flag_type(annotation):

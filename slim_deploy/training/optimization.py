@@ -9,31 +9,46 @@ import math
 
 import tensorflow.compat.v1 as tf
 
+from slim_deploy.common.bounds import Bounds, check_settings
+from slim_deploy.common.errors import UsageError
 from slim_deploy.common.registry import Registry
 
+_FRACTION = Bounds.numbers(0, 1)  # Momenta and decay rates.
+_BETA = Bounds.numbers(0, 1, open_maximum=True)  # Adam divides by 1 - beta ** step.
+_NOT_NEGATIVE = Bounds.numbers(0)
 
-def _hyperparameter(default, help_text):
-    """A field of OptimizerParams; `help_text` is its flag's help."""
-    return dataclasses.field(default=default, metadata={'help': help_text})
+
+def _hyperparameter(default, help_text, bounds):
+    """A field of OptimizerParams; `help_text` is its flag's help, `bounds` (a Bounds) the
+    values it takes."""
+    return dataclasses.field(default=default, metadata={'help': help_text, 'bounds': bounds})
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerParams:
-    """Optimizer hyper-parameters; field names and defaults are slim's flags."""
-    adadelta_rho: float = _hyperparameter(0.95, 'Decay rate of adadelta.')
+    """Optimizer hyper-parameters; field names and defaults are slim's flags. A value outside
+    its field's bounds raises UsageError naming the flag."""
+    adadelta_rho: float = _hyperparameter(0.95, 'Decay rate of adadelta.', _FRACTION)
     adagrad_initial_accumulator_value: float = _hyperparameter(
-        0.1, 'Starting value of the adagrad accumulators.')
-    adam_beta1: float = _hyperparameter(0.9, 'Decay rate of adam\'s 1st moment estimates.')
-    adam_beta2: float = _hyperparameter(0.999, 'Decay rate of adam\'s 2nd moment estimates.')
-    opt_epsilon: float = _hyperparameter(1.0, 'Epsilon of adadelta, adam and rmsprop.')
-    ftrl_learning_rate_power: float = _hyperparameter(-0.5, 'Learning-rate power of ftrl.')
+        0.1, 'Starting value of the adagrad accumulators.', Bounds.numbers(0, open_minimum=True))
+    adam_beta1: float = _hyperparameter(0.9, 'Decay rate of adam\'s 1st moment estimates.',
+                                        _BETA)
+    adam_beta2: float = _hyperparameter(0.999, 'Decay rate of adam\'s 2nd moment estimates.',
+                                        _BETA)
+    opt_epsilon: float = _hyperparameter(1.0, 'Epsilon of adadelta, adam and rmsprop.',
+                                         _NOT_NEGATIVE)
+    ftrl_learning_rate_power: float = _hyperparameter(-0.5, 'Learning-rate power of ftrl.',
+                                                      Bounds.numbers(maximum=0))
     ftrl_initial_accumulator_value: float = _hyperparameter(
-        0.1, 'Starting value of the ftrl accumulators.')
-    ftrl_l1: float = _hyperparameter(0.0, 'L1 regularization strength of ftrl.')
-    ftrl_l2: float = _hyperparameter(0.0, 'L2 regularization strength of ftrl.')
-    momentum: float = _hyperparameter(0.9, 'Momentum of the momentum optimizer.')
-    rmsprop_momentum: float = _hyperparameter(0.9, 'Momentum of rmsprop.')
-    rmsprop_decay: float = _hyperparameter(0.9, 'Decay of rmsprop\'s mean square.')
+        0.1, 'Starting value of the ftrl accumulators.', _NOT_NEGATIVE)
+    ftrl_l1: float = _hyperparameter(0.0, 'L1 regularization strength of ftrl.', _NOT_NEGATIVE)
+    ftrl_l2: float = _hyperparameter(0.0, 'L2 regularization strength of ftrl.', _NOT_NEGATIVE)
+    momentum: float = _hyperparameter(0.9, 'Momentum of the momentum optimizer.', _FRACTION)
+    rmsprop_momentum: float = _hyperparameter(0.9, 'Momentum of rmsprop.', _FRACTION)
+    rmsprop_decay: float = _hyperparameter(0.9, 'Decay of rmsprop\'s mean square.', _FRACTION)
+
+    def __post_init__(self):
+        check_settings(self, UsageError)
 
 
 # Name -> function(learning_rate, OptimizerParams) building the optimizer.

@@ -75,7 +75,8 @@ def test_verbosity_shows_what_tensorflow_says(digits_dir, tmp_path):
      "flag --num_clones=abc: invalid literal for int() with base 10: 'abc'"),
     ('train_image_classifier.py', ['--num_clone=2'],
      "Unknown command line flag 'num_clone'"),
-    ('train_image_classifier.py', ['--batch_size=0'], '--batch_size must be an integer >= 1'),
+    ('train_image_classifier.py', ['--batch_size=0'], '--batch_size must be an integer'
+     ' in [1, 2147483647]'),
     ('train_image_classifier.py', ['--trainable_scopes=LeNet/fc9'],
      "--trainable_scopes='LeNet/fc9' matches no trainable variable"),
     ('train_image_classifier.py', ['--num_ps_tasks=1'],

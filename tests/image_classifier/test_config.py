@@ -1,5 +1,7 @@
 """Run configs: validation naming the flag, the cluster resolved from TF_CONFIG or flags,
 flags defined from the configs, and evaluation/export defaults from a run's record."""
+import re
+
 from absl import flags
 import pytest
 
@@ -24,23 +26,29 @@ TWO_WORKERS = {'worker': ['127.0.0.1:2222', '127.0.0.1:2223'], 'ps': ['127.0.0.1
     ({'learning_rate_decay_type': 'cosine'},
      "unknown --learning_rate_decay_type 'cosine'; valid: exponential, fixed, polynomial"),
     ({'ps_strategy': 'random'}, "unknown --ps_strategy 'random'; valid: bytes, round_robin"),
-    ({'num_clones': 0}, '--num_clones must be an integer >= 1, got 0'),
-    ({'batch_size': -1}, '--batch_size must be an integer >= 1, got -1'),
-    ({'num_readers': 0}, '--num_readers must be an integer >= 1, got 0'),
-    ({'num_preprocessing_threads': 0}, '--num_preprocessing_threads must be an integer >= 1'),
-    ({'log_every_n_steps': 0}, '--log_every_n_steps must be an integer >= 1, got 0'),
-    ({'max_number_of_steps': -5}, '--max_number_of_steps must be an integer >= 0, got -5'),
-    ({'train_image_size': 0}, '--train_image_size must be an integer >= 1, got 0'),
+    ({'num_clones': 0}, '--num_clones must be an integer in [1, 64], got 0'),
+    ({'batch_size': -1}, '--batch_size must be an integer in [1, 2147483647], got -1'),
+    ({'num_readers': 0}, '--num_readers must be an integer in [1, 1024], got 0'),
+    ({'num_preprocessing_threads': 0}, '--num_preprocessing_threads must be an integer'
+     ' in [1, 1024]'),
+    ({'log_every_n_steps': 0}, '--log_every_n_steps must be an integer'
+     ' in [1, 9223372036854775807], got 0'),
+    ({'max_number_of_steps': -5}, '--max_number_of_steps must be an integer'
+     ' in [0, 9223372036854775807], got -5'),
+    ({'train_image_size': 0}, '--train_image_size must be an integer in [1, 8192], got 0'),
     ({'labels_offset': 10}, "--labels_offset=10 leaves no class of dataset 'digits', which "
                             'has 10'),
-    ({'learning_rate': -0.1}, '--learning_rate must be a number >= 0, got -0.1'),
-    ({'learning_rate': float('nan')}, '--learning_rate must be a number >= 0, got nan'),
-    ({'num_epochs_per_decay': 0.0}, '--num_epochs_per_decay must be a number > 0, got 0.0'),
-    ({'label_smoothing': 1.0}, '--label_smoothing must be a number >= 0 and < 1, got 1.0'),
+    ({'learning_rate': -0.1}, '--learning_rate must be a number in [0, 3.4e+38], got -0.1'),
+    ({'learning_rate': float('nan')}, '--learning_rate must be a number in [0, 3.4e+38], got nan'),
+    ({'num_epochs_per_decay': 0.0}, '--num_epochs_per_decay must be a number'
+     ' in (0, 3.4e+38], got 0.0'),
+    ({'label_smoothing': 1.0}, '--label_smoothing must be a number in [0, 1), got 1.0'),
     ({'moving_average_decay': 1.5},
-     '--moving_average_decay must be a number >= 0 and < 1, got 1.5'),
-    ({'save_interval_secs': -1}, '--save_interval_secs must be a number >= 0, got -1'),
-    ({'replicas_to_aggregate': 0}, '--replicas_to_aggregate must be an integer >= 1, got 0'),
+     '--moving_average_decay must be a number in [0, 1), got 1.5'),
+    ({'save_interval_secs': -1}, '--save_interval_secs must be an integer'
+     ' in [0, 2147483647], got -1'),
+    ({'replicas_to_aggregate': 0}, '--replicas_to_aggregate must be an integer'
+     ' in [1, 2147483647], got 0'),
     ({'sync_replicas': True}, '--sync_replicas needs --worker_replicas > 1, got 1'),
     ({'worker_replicas': 2}, '--worker_replicas=2 needs ps tasks to hold the shared variables '
                              '(--num_ps_tasks=0)'),
@@ -90,14 +98,15 @@ TWO_WORKERS = {'worker': ['127.0.0.1:2222', '127.0.0.1:2223'], 'ps': ['127.0.0.1
      '--sync_batch_norm all-reduces between the clones, which must sit on distinct devices, '
      'but --clone_on_cpu puts all 2 on CPU:0'),
     ({'gradient_accumulation_steps': 0},
-     '--gradient_accumulation_steps must be an integer >= 1, got 0'),
-    ({'all_reduce_pack_bytes': -1}, '--all_reduce_pack_bytes must be an integer >= 0, got -1'),
+     '--gradient_accumulation_steps must be an integer in [1, 2147483647], got 0'),
+    ({'all_reduce_pack_bytes': -1}, '--all_reduce_pack_bytes must be an integer'
+     ' in [0, 9223372036854775807], got -1'),
     ({'learning_rate_scaling': 'sqrt'},
      "unknown --learning_rate_scaling 'sqrt'; valid: linear, none"),
-    ({'base_batch_size': 0}, '--base_batch_size must be an integer >= 1, got 0'),
-    ({'warmup_epochs': -1.0}, '--warmup_epochs must be a number >= 0, got -1.0'),
-    ({'warmup_learning_rate': -0.5}, '--warmup_learning_rate must be a number >= 0'),
-    ({'task_timeout_secs': -1.0}, '--task_timeout_secs must be a number >= 0'),
+    ({'base_batch_size': 0}, '--base_batch_size must be an integer in [1, 2147483647], got 0'),
+    ({'warmup_epochs': -1.0}, '--warmup_epochs must be a number in [0, 3.4e+38], got -1.0'),
+    ({'warmup_learning_rate': -0.5}, '--warmup_learning_rate must be a number in [0, 3.4e+38]'),
+    ({'task_timeout_secs': -1.0}, '--task_timeout_secs must be a number in [0, 2147483647]'),
     ({'worker_hosts': '127.0.0.1:2222', 'job_name': 'worker', 'task': 1},
      '--task 1 is out of range: the cluster has 1 worker task(s), indices 0 to 0'),
     ({'tf_config': '{"cluster": {"worker": ["127.0.0.1:2222"]'}, 'TF_CONFIG is not valid JSON'),
@@ -110,15 +119,17 @@ def test_bad_training_settings_name_their_flag(values, message):
 
 
 @pytest.mark.parametrize('config_class, values, message', [
-    (EvalConfig, {'eval_image_size': 0}, '--eval_image_size must be an integer >= 1, got 0'),
-    (EvalConfig, {'max_num_batches': 0}, '--max_num_batches must be an integer >= 1, got 0'),
+    (EvalConfig, {'eval_image_size': 0}, '--eval_image_size must be an integer'
+     ' in [1, 8192], got 0'),
+    (EvalConfig, {'max_num_batches': 0}, '--max_num_batches must be an integer'
+     ' in [1, 9223372036854775807], got 0'),
     (EvalConfig, {'model_name': 'x'}, "unknown --model_name 'x'; valid: "),
     (ExportConfig, {}, 'nothing to export: pass --output_file, --saved_model_dir and/or '
                        '--tflite_file'),
     (ExportConfig, {'saved_model_dir': '/tmp/m'},
      '--saved_model_dir needs --checkpoint_path (the values to export)'),
     (ExportConfig, {'output_file': 'g.pb', 'image_size': -3},
-     '--image_size must be an integer >= 1, got -3'),
+     '--image_size must be an integer in [1, 8192], got -3'),
     (ExportConfig, {'output_file': 'g.pb', 'dataset_name': 'flowers', 'labels_offset': 5},
      "--labels_offset=5 leaves no class of dataset 'flowers', which has 5"),
 ])
@@ -126,6 +137,47 @@ def test_bad_eval_and_export_settings_name_their_flag(config_class, values, mess
     with pytest.raises(UsageError, match='^' + message.replace('(', r'\(').replace(')', r'\)')
                        .replace('[', r'\[').replace('.', r'\.')):
         config_class.from_flags(values)
+
+
+# Every numeric flag at the edges of its type and of its bounds, as a user types it.
+INT64 = 2**63
+EDGES = {int: [str(INT64), str(-INT64 - 1), '99999999999999999999'],
+         float: ['inf', '-inf', 'nan', '1e400', '3.5e38', '-3.5e38']}
+RUN_CONFIGS = (TrainConfig, EvalConfig, ExportConfig)
+
+
+def numeric_flags():
+    """(run config, flag, type, bounds) of every int and float flag of the entry scripts."""
+    for config_class in RUN_CONFIGS:
+        for name, _, kind, help_text in config.flag_settings(config_class, config_class.RENAMED):
+            if kind in (int, float):
+                yield config_class, name, kind, help_text
+
+
+def parsed(config_class, argument):
+    """config_class's run config of one command-line argument, through absl's parsing."""
+    flag_values = flags.FlagValues()
+    slim_flags.define(config_class, 'test', flag_values)
+    flag_values(['prog', argument])
+    return config_class.from_flags(slim_flags.given(config_class, flag_values))
+
+
+@pytest.mark.parametrize('config_class, name, kind, help_text', list(numeric_flags()),
+                         ids=lambda value: getattr(value, '__name__', str(value)))
+def test_every_numeric_flag_refuses_values_past_its_types_limits_and_its_bounds(
+        config_class, name, kind, help_text):
+    bounds = re.search(r'Takes (an integer|a number) in ([\[(])(\S+), (\S+)([\])])\.$',
+                       help_text)
+    assert bounds, f'--{name} states no bounds in its help: {help_text!r}'
+    low, high = (kind(float(value)) for value in bounds.group(3, 4))
+    outside = [*EDGES[kind], str(low - (1 if kind is int else max(1.0, abs(low)))),
+               str(high + (1 if kind is int else max(1.0, abs(high))))]
+    outside += [str(low)] * (bounds.group(2) == '(') + [str(high)] * (bounds.group(5) == ')')
+    for value in outside:
+        with pytest.raises(UsageError) as raised:
+            parsed(config_class, f'--{name}={value}')
+        assert str(raised.value).startswith(f'--{name} must be {bounds.group(1)} in ')
+        assert '\n' not in str(raised.value)
 
 
 def test_unknown_setting_names_are_a_value_error():
@@ -221,7 +273,8 @@ def test_flags_are_defined_from_the_configs_once():
     flag_values(['train', '--batch_size=8', '--checkpoint_exclude_scopes=a,b',
                  '--moving_average_decay=0.9', '--collective_timeout_secs=30'])
     assert flag_values['batch_size'].default == 32
-    assert flag_values['batch_size'].help == 'Examples per clone per step.'
+    assert flag_values['batch_size'].help == ('Examples per clone per step. Takes an integer '
+                                              'in [1, 2147483647].')
     assert slim_flags.given(TrainConfig, flag_values) == {
         'batch_size': 8, 'checkpoint_exclude_scopes': 'a,b', 'moving_average_decay': 0.9,
         'task_timeout_secs': 30.0}  # --collective_timeout_secs: its former name.

@@ -188,9 +188,12 @@ def test_a_corrupt_newest_checkpoint_is_skipped_with_one_warning(run_dir, tmp_pa
 
 
 @pytest.mark.parametrize('flags, message', [
-    ({'eval_interval_secs': 0}, '--eval_interval_secs must be a number > 0, got 0'),
-    ({'eval_interval_secs': float('inf')}, '--eval_interval_secs must be a number > 0, got inf'),
-    ({'eval_interval_secs': 5, 'timeout': -1.0}, '--timeout must be a number > 0, got -1.0'),
+    ({'eval_interval_secs': 0}, '--eval_interval_secs must be a number in (0, 2147483647], '
+                                'got 0'),
+    ({'eval_interval_secs': float('inf')}, '--eval_interval_secs must be a number in (0, '
+                                           '2147483647], got inf'),
+    ({'eval_interval_secs': 5, 'timeout': -1.0}, '--timeout must be a number in (0, 2147483647], '
+                                                 'got -1.0'),
     ({'timeout': 60}, '--timeout needs --eval_interval_secs (it ends continuous evaluation)'),
 ])
 def test_bad_continuous_settings_are_one_line_errors(flags, message):
@@ -226,7 +229,7 @@ def test_the_script_rejects_a_bad_interval_in_one_line(tmp_path):
                         f'--eval_dir={tmp_path}', '--eval_interval_secs=-5')
     assert result.returncode == 2
     assert result.stderr == ('eval_image_classifier.py: error: --eval_interval_secs must be a '
-                             'number > 0, got -5.0\n')
+                             'number in (0, 2147483647], got -5.0\n')
     assert result.stdout == '' and os.listdir(tmp_path) == []
 
 
