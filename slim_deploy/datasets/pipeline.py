@@ -7,9 +7,14 @@ Records are read back as they were written, or the reading ends with a DataError
 shard: a split's shards are checked against their manifest when the pipeline is built
 (datasets.manifest); every shard must be read to its last byte (TensorFlow's reader stops
 at a corrupt or truncated record as if the shard ended there); a record that does not
-decode ends the reading unless its RecordGuard lets it be skipped. These errors arise
-inside a session's run of the iterator: run it inside the guard's raising() to get the
-DataError itself.
+decode ends the reading unless its RecordGuard lets it be skipped. Only the data's faults
+are the data's: preprocessing that fails on a record that decodes ends the reading with a
+ProgramError naming the preprocessing function and the record. These errors arise inside a
+session's run of the iterator: run it inside the guard's raising() to get the DataError or
+ProgramError itself.
+
+Summaries a preprocessing function makes (slim's image summaries) are left out: they are
+made inside tf.data's functions, whose ops no summary writer runs.
 """
 import contextlib
 import re
@@ -18,7 +23,7 @@ import threading
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.common.errors import DataError
+from slim_deploy.common.errors import DataError, ProgramError
 from slim_deploy.datasets import manifest
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE
@@ -37,14 +42,17 @@ class RecordGuard:
     max_bad_records: records that do not decode that are skipped, each logged with its
     shard, index and cause, before the next one ends the reading (a record skipped once is
     skipped again in later epochs, and counted once). skipped: [(shard path,
-    record index, cause)] so far. error: the DataError that ended the reading, None while
-    none has. Its methods run inside TensorFlow's input threads (tf.py_function).
+    record index, cause)] so far. error: the DataError (or ProgramError) that ended the
+    reading, None while none has. preprocessing: the name of the preprocessing function the
+    pipeline runs (set when it is built; None before). Its methods run inside TensorFlow's
+    input threads (tf.py_function).
     """
 
     def __init__(self, max_bad_records=0):
         self.max_bad_records = max_bad_records
         self.skipped = []
         self.error = None
+        self.preprocessing = None
         self._lock = threading.Lock()
         self._skipped_records = set()  # (shard path, record index) of `skipped`.
         self._epoch = None  # (the shards read, the records an epoch of them holds).
@@ -52,8 +60,8 @@ class RecordGuard:
 
     @contextlib.contextmanager
     def raising(self):
-        """Raises the DataError that ended the reading in place of the TensorFlow error that
-        carried it out of a session run in the block."""
+        """Raises the DataError or ProgramError that ended the reading in place of the
+        TensorFlow error that carried it out of a session run in the block."""
         try:
             yield
         except tf.errors.OpError:
@@ -61,8 +69,8 @@ class RecordGuard:
                 raise
             raise self.error from None
 
-    def _fail(self, message):
-        self.error = DataError(message)
+    def _fail(self, message, error=DataError):
+        self.error = error(message)
         raise self.error
 
     def count_epoch(self, shards, num_samples):
@@ -91,15 +99,23 @@ class RecordGuard:
                 self._epoch = None
         return True
 
-    def bad_records(self, paths, indices, serialized, decode):
-        """Skips the records (shard paths, indices in them, serialized bytes) that failed
-        `decode` (a record's bytes -> its example), logging each the first time (a later
-        epoch skips it again), or fails once more than max_bad_records records have."""
+    def bad_records(self, paths, indices, serialized, parse, preprocess):
+        """Skips the records (shard paths, indices in them, serialized bytes) that `parse`
+        (a record's bytes -> its image and label) fails on, logging each the first time (a
+        later epoch skips it again), or fails once more than max_bad_records records have. A
+        record that parses failed `preprocess` (an image and label -> their example): that
+        ends the reading with a ProgramError, whatever max_bad_records."""
         for path, index, record in zip(paths.numpy(), indices.numpy(), serialized.numpy()):
             path, index = path.decode(), int(index)
             if (path, index) in self._skipped_records:
                 continue
-            cause = _decode_error(decode, record)
+            cause = _error(parse, record)
+            if cause is None:
+                cause = _error(lambda parsed: preprocess(*parse(parsed)), record, name_op=True)
+                self._fail(f'preprocessing {self.preprocessing} fails on record {index} of '
+                           f'shard {path}, which decodes ({cause or "only in the pipeline"}): '
+                           'the preprocessing does not take these images, the data is not '
+                           'damaged', ProgramError)
             with self._lock:
                 if (path, index) in self._skipped_records:  # Another input thread's, meanwhile.
                     continue
@@ -116,14 +132,23 @@ class RecordGuard:
         return True
 
 
-def _decode_error(decode, record):
-    """Why `decode` fails on serialized record `record`, in one line."""
-    try:
-        decode(tf.constant(record))
-    except (tf.errors.OpError, ValueError) as e:
-        message = re.sub(r'\{\{.*?\}\}|\[Op:.*', '', getattr(e, 'message', None) or str(e))
-        return ' '.join(message.split())[:200]
-    return 'it decodes when read again'
+def _error(function, record, name_op=False):
+    """Why `function` (a serialized record -> tensors) fails on serialized record `record`,
+    run in a graph of its own as the pipeline runs it, in one line (ending with the failing
+    op's name, 'at op random_crop/Assert/Assert', with name_op); None when it does not."""
+    with tf.Graph().as_default():
+        outputs = function(tf.constant(record))
+        try:
+            with tf.Session() as session:
+                session.run(outputs)
+        except tf.errors.OpError as e:
+            # What the op said: past TensorFlow's traceback of where the op was made.
+            message = re.sub(r"^.*\nNode: '[^']*'\n|^Graph execution error:|\[\[.*?\]\]", '',
+                             e.message, flags=re.DOTALL)
+            message = ' '.join(message.split())
+            op = f' at op {e.op.name}' if name_op and e.op is not None else ''
+            return message[:200] + op
+    return None
 
 
 def _shard_chunks(path, size, guard):
@@ -189,12 +214,14 @@ def _examples(records, split, preprocessing_fn, image_size, labels_offset, guard
     """(preprocessing_fn's image of side image_size, label - labels_offset) of each record of
     `records` (serialized, shard path, index in the shard) that `split` can parse and
     preprocessing_fn take, in order, num_threads chunks at a time; the other records go to
-    guard.bad_records.
+    guard.bad_records, which tells the records that do not parse from those preprocessing_fn
+    fails on.
 
     A chunk's errors are dropped (ignore_errors): the records missing from its output are the
     bad ones. Its examples (float32 images) take at most about CHUNK_BYTES."""
     example_bytes = image_size * image_size * split.channels * 4
     chunk = max(MIN_CHUNK_RECORDS, min(CHUNK_RECORDS, CHUNK_BYTES // example_bytes))
+    guard.preprocessing = getattr(preprocessing_fn, '__name__', repr(preprocessing_fn))
 
     def preprocess(image, label):
         image = preprocessing_fn(image, image_size, image_size)
@@ -221,8 +248,7 @@ def _examples(records, split, preprocessing_fn, image_size, labels_offset, guard
             reported = tf.cond(
                 tf.size(bad) > 0,
                 lambda: tf.py_function(
-                    lambda *bad_records: guard.bad_records(
-                        *bad_records, lambda record: preprocess(*split.parse(record))),
+                    lambda *bad_records: guard.bad_records(*bad_records, split.parse, preprocess),
                     [tf.gather(paths, bad), tf.gather(indices, bad), tf.gather(serialized, bad)],
                     tf.bool),
                 lambda: tf.constant(True))

@@ -49,6 +49,7 @@ class Network:
     builder: Callable
     arg_scope: Callable
     preprocessing: str
+    min_image_size: int = 1
 
     @property
     def default_image_size(self):

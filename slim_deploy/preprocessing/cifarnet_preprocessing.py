@@ -25,17 +25,22 @@ def preprocess_for_train(image, output_height, output_width, padding=_PADDING,
     """Returns float32 [output_height, output_width, C'] standardized, randomly distorted.
 
     image: [H, W, C] pixels on the [0, 255] scale, C known statically (1 or 3). Pads
-    `padding` zero pixels on every side, takes a random output-sized crop (H and W must be
-    at least the output size minus 2 * padding), flips it left-right at random, shifts its
-    brightness by up to 63 and scales its contrast by 0.2 to 1.8 at random.
+    `padding` zero pixels on every side (and, where the image is smaller than the output
+    size minus 2 * padding, as many more as make it that size, centring the image as
+    evaluation does), takes a random output-sized crop, flips it left-right at random,
+    shifts its brightness by up to 63 and scales its contrast by 0.2 to 1.8 at random.
     use_grayscale: turn the (RGB) image into one channel of luma first, so C' is 1 (else C).
     add_image_summaries: image summaries 'image' (the input) and 'distorted_image'.
     """
     if add_image_summaries:
         _summarize('image', image)
     image = _to_float(image, use_grayscale)
-    if padding > 0:
-        image = tf.pad(image, [[padding, padding], [padding, padding], [0, 0]])
+    shape = tf.shape(image)
+    paddings = []
+    for size, output_size in ((shape[0], output_height), (shape[1], output_width)):
+        short = tf.maximum(output_size - 2 * padding - size, 0)  # Pixels the crop lacks.
+        paddings.append([padding + short // 2, padding + short - short // 2])
+    image = tf.pad(image, [*paddings, [0, 0]])
     channels = image.shape.as_list()[-1] or 3
     image = tf.random_crop(image, [output_height, output_width, channels])
     image = tf.image.random_flip_left_right(image)

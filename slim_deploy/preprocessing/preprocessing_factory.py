@@ -35,9 +35,15 @@ PREPROCESSING = Registry('preprocessing_name', {
 
 # Every name get_preprocessing takes -> its family: the families and the networks.
 _FAMILY = Registry('preprocessing_name', {
-    **{family: family for family in PREPROCESSING},
+    **{name: name for name in PREPROCESSING},
     **{name: network.preprocessing for name, network in NETWORKS.items()},
 })
+
+
+def family(name):
+    """The family of preprocessing `name` (a family, or a network: its family); UsageError
+    naming --preprocessing_name and every valid name for an unknown one."""
+    return _FAMILY[name]
 
 
 def get_preprocessing(name, is_training=False, use_grayscale=False):
@@ -57,10 +63,9 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
     UsageError (a ValueError) naming --preprocessing_name and every valid name for an
     unknown one.
     """
-    family = _FAMILY[name]
-    preprocess_image = PREPROCESSING[family]
+    preprocess_image = PREPROCESSING[family(name)]
     rank, kind = (4, 'a video [frames, height, width, channels]') if (
-        family == 'video') else (3, 'an image [height, width, channels]')
+        family(name) == 'video') else (3, 'an image [height, width, channels]')
 
     def preprocessing_fn(image, output_height, output_width, **kwargs):
         image = tf.convert_to_tensor(image)
@@ -71,6 +76,7 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
                                 use_grayscale=use_grayscale and image.shape[-1] == 3,
                                 **kwargs)
 
+    preprocessing_fn.__name__ = preprocessing_fn.__qualname__ = f'{family(name)}_preprocessing'
     return preprocessing_fn
 
 
@@ -78,6 +84,6 @@ def output_channels(name, channels, use_grayscale=False):
     """Channels of the images that preprocessing `name` (as get_preprocessing's) gives from
     images of `channels`: 3 for the 'keras' families, else 1 with use_grayscale, else
     `channels`."""
-    if _FAMILY[name] in ('keras', 'keras_caffe'):
+    if family(name) in ('keras', 'keras_caffe'):
         return 3
     return 1 if use_grayscale else channels

@@ -3,6 +3,7 @@ dataset_utils.Progress, the progress bars of conversions and downloads."""
 import io
 import logging
 import os
+import select
 
 import numpy as np
 import pytest
@@ -60,7 +61,9 @@ def test_progress_draws_in_place_on_a_terminal():
         with dataset_utils.Progress('toy', 4, stream=terminal, width=4) as progress:
             for _ in range(4):
                 progress.advance()
-    drawn = os.read(reader_fd, 4096).decode()
+    drawn = ''
+    while not drawn.endswith('\n') and select.select([reader_fd], [], [], 10)[0]:
+        drawn += os.read(reader_fd, 4096).decode()  # A pty may hand the writes over in parts.
     os.close(reader_fd)
     assert drawn.startswith('\rtoy [....] 0/4')
     assert drawn.endswith('\rtoy [####] 4/4\r\n')  # The terminal sends '\n' as '\r\n'.

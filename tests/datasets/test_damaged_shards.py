@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.common.errors import DataError
+from slim_deploy.common.errors import DataError, ProgramError
 from slim_deploy.datasets import conversion, digits, manifest, pipeline
 from slim_deploy.datasets.dataset_utils import DatasetSplit
 
@@ -44,7 +44,7 @@ def resize(image, height, width):
 
 
 def read_all(split, guard, evaluation=True):
-    """The labels of one pass of evaluation_batches (or 4 batches of training_batches) over
+    """The labels of one pass of evaluation_batches (or an epoch of training_batches) over
     `split`, read under `guard` (errors raised through guard.raising())."""
     with tf.Graph().as_default():
         if evaluation:
@@ -54,7 +54,7 @@ def read_all(split, guard, evaluation=True):
         batch = tf.data.make_one_shot_iterator(batches).get_next()
         labels = []
         with tf.Session() as sess, guard.raising():
-            while len(labels) < 4 or evaluation:
+            while len(labels) < SHARDS * RECORDS // 10 or evaluation:
                 try:
                     values = sess.run(batch)
                 except tf.errors.OutOfRangeError:
@@ -215,3 +215,35 @@ def test_a_chunk_of_nothing_but_bad_records_names_them(tmp_path):
     labels = read_all(split_of(tmp_path), guard)
     assert [index for _, index, _ in guard.skipped] == list(range(RECORDS))
     assert len(labels) == (SHARDS - 1) * RECORDS
+
+
+# --- preprocessing that fails is not the data's fault -------------------------------------
+
+def too_small(image, height, width):
+    """A preprocessing function that fails on every image of these shards."""
+    checked = tf.debugging.assert_greater_equal(tf.shape(image)[0], 1000,
+                                                message='wants images of 1000 rows')
+    with tf.control_dependencies([checked]):
+        return resize(image, height, width)
+
+
+@pytest.mark.parametrize('evaluation', [True, False], ids=['evaluation', 'training'])
+def test_preprocessing_that_fails_on_every_record_is_named_and_not_skipped(tmp_path, evaluation):
+    paths = write_dataset(tmp_path)
+    guard = pipeline.RecordGuard(max_bad_records=SHARDS * RECORDS)
+    with tf.Graph().as_default():
+        batches = (pipeline.evaluation_batches(split_of(tmp_path), too_small, SIZE, 10,
+                                               guard=guard) if evaluation else
+                   pipeline.training_batches(split_of(tmp_path), too_small, SIZE, 10,
+                                             guard=guard, seed=1))
+        batch = tf.data.make_one_shot_iterator(batches).get_next()
+        with tf.Session() as sess, pytest.raises(ProgramError) as excinfo, guard.raising():
+            sess.run(batch)
+    shards = '|'.join(re.escape(path) for path in paths)
+    assert re.fullmatch(
+        rf'preprocessing too_small fails on record \d+ of shard ({shards}), which decodes '
+        r'\(assertion failed: \[wants images of 1000 rows\].* at op assert_greater_equal/\S+\): '
+        r'the preprocessing does not take these images, the data is not damaged',
+        error_message(excinfo))
+    assert guard.skipped == []
+    assert excinfo.value.exit_code == 1

@@ -378,6 +378,18 @@ def test_cifarnet_training_gives_standardized_random_crops(padding):
     assert not np.array_equal(*built.values)
 
 
+def test_cifarnet_training_centres_small_images_as_evaluation_pads_them():
+    # 8x8 ones padded to the 32x32 output: no room for a random crop to move, so the image
+    # stays where evaluation puts it, whatever the flip, brightness and contrast draw.
+    built = _build(lambda: cifarnet_preprocessing.preprocess_for_train(
+        tf.ones([8, 8, 1], tf.uint8), 32, 32, padding=0))
+    image = built.values[0][..., 0]
+    inside = np.zeros([32, 32], bool)
+    inside[12:20, 12:20] = True
+    assert len(set(image[inside])) == 1 and len(set(image[~inside])) == 1
+    assert image[inside][0] != image[~inside][0]
+
+
 # LeNet.
 
 @pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
@@ -521,15 +533,22 @@ def test_keras_caffe_gives_bgr_minus_the_imagenet_mean():
         atol=1e-3)
 
 
-@pytest.mark.parametrize('name', SLIM_FAMILIES)
-def test_training_preprocessing_runs_inside_tf_data_map(name):
-    preprocessing_fn = preprocessing_factory.get_preprocessing(name, is_training=True)
+@pytest.mark.parametrize('is_training', [True, False], ids=['train', 'eval'])
+@pytest.mark.parametrize('channels, side', [(1, 8), (3, 20)], ids=['digits', 'rgb'])
+@pytest.mark.parametrize('name', FAMILIES)
+def test_every_family_runs_inside_tf_data_map_on_images_smaller_than_its_output(
+        name, channels, side, is_training):
+    # The embedded digits are 8x8 grayscale; the outputs are larger, as networks' sizes are.
+    preprocessing_fn = preprocessing_factory.get_preprocessing(name, is_training=is_training)
     with tf.Graph().as_default():
-        images = tf.data.Dataset.from_tensors(_decoded_jpeg()).repeat(2).map(
+        images = tf.data.Dataset.from_tensors(_decoded_jpeg(side, side, channels)).repeat(2).map(
             lambda image: preprocessing_fn(image, HEIGHT, WIDTH)).batch(2)
         batch = tf.data.make_one_shot_iterator(images).get_next()
         with tf.Session() as sess:
-            assert sess.run(batch).shape == (2, HEIGHT, WIDTH, 3)
+            values = sess.run(batch)
+    output_channels = preprocessing_factory.output_channels(name, channels)
+    assert values.shape == (2, HEIGHT, WIDTH, output_channels)
+    assert np.isfinite(values).all()
 
 
 def test_video_preprocessing_rejects_a_single_image():
