@@ -76,12 +76,13 @@ def _pass_through(unused_op, grad):
 
 def read_across(read, dtype, device):
     """`read` (a float32 read of a variable, on the variable's device) sent to `device` (a
-    device string or function) in `dtype`: narrowed where it was read, widened to float32 on
-    `device`. Gradients flow back to the read unchanged, in float32."""
+    device string or function) in `dtype`: narrowed with the read (colocated: it follows the
+    variable wherever that goes), widened to float32 on `device`. Gradients flow back to the
+    read unchanged, in float32."""
     graph = tf.get_default_graph()
     with graph.gradient_override_map({'Cast': 'SlimDeployPassThrough'}), \
             tf.colocate_with(None, ignore_existing=True):
-        with tf.device(read.device):
+        with tf.colocate_with(read.op):
             narrow = tf.cast(read, dtype)
         with tf.device(device):
             return tf.cast(narrow, tf.float32)
@@ -90,10 +91,10 @@ def read_across(read, dtype, device):
 def across_tasks(grads_and_vars, dtype, device):
     """[(gradient, variable)] whose gradients reach their variable's device in `dtype` (None:
     as they are): each is narrowed on `device` (the worker's, where they were summed) and
-    widened on the variable's (a ps task's), where the update reads it; with float16 scaled
-    by a power of two (scale_for), which goes along as a float32 scalar. Gradients of
-    variables on no task or on `device`'s are left alone, as are those of other dtypes than
-    float32. IndexedSlices keep their indices; their values are sent."""
+    widened with the variable (colocated, on its ps task), where the update reads it; with
+    float16 scaled by a power of two (scale_for), which goes along as a float32 scalar.
+    Gradients of variables on no task or on `device`'s are left alone, as are those of other
+    dtypes than float32. IndexedSlices keep their indices; their values are sent."""
     if dtype is None:
         return list(grads_and_vars)
     here = tf.DeviceSpec.from_string(device)
@@ -108,7 +109,7 @@ def across_tasks(grads_and_vars, dtype, device):
         with tf.device(device):
             scale = scale_for(max_abs(values)) if needs_scale(dtype) else None
             sent = narrowed(values, dtype, scale)
-        with tf.device(var.device):
+        with tf.colocate_with(var):
             received = widened(sent, scale)
         if isinstance(grad, tf.IndexedSlices):
             received = tf.IndexedSlices(received, grad.indices, grad.dense_shape)

@@ -21,15 +21,15 @@ gradients all-reduced between the clones of one worker or of all (see replicas).
 
 Every public name of TF-Slim's model_deploy is here with its values and semantics, next to
 our additions (clone_devices, ps_strategy, variable_update, precision, xla, quantize_delay,
-gradient_compression, placement_plan). Where this differs from the original: it runs on
-TensorFlow 2.16+; every variable (resource or not, made by slim, tf.get_variable or
-tf.Variable) goes on the variables device; worker devices carry the replica's task, so
-`DeploymentConfig.worker_device` is '/job:worker/task:<replica_id>' where slim's is
-'/job:worker' (whose multi-worker graphs failed with 'Cannot assign a device');
-caching_device()'s function places reads on the worker's CPU, where create_clones reads the
-variables (slim's places them on each reading op's device, and its create_clones does not
-use it); clones may run on any list of devices; summaries made inside model_fn sit on the
-CPU; bad settings raise ValueError up front.
+gradient_compression, prefetch_reads, seed, variable_partitioner, placement_plan). Where
+this differs from the original: it runs on TensorFlow 2.16+; every variable (resource or
+not, made by slim, tf.get_variable or tf.Variable) goes on the variables device; worker
+devices carry the replica's task, so `DeploymentConfig.worker_device` is
+'/job:worker/task:<replica_id>' where slim's is '/job:worker' (whose multi-worker graphs
+failed with 'Cannot assign a device'); caching_device()'s function places reads on the
+worker's CPU, where create_clones reads the variables (slim's places them on each reading
+op's device, and its create_clones does not use it); clones may run on any list of devices;
+summaries made inside model_fn sit on the CPU; bad settings raise ValueError up front.
 """
 import collections
 import contextlib
@@ -188,6 +188,18 @@ class DeploymentConfig:
         seed fixes: deploy() logs a line saying so. Synchronous workers take
         ordered_sync.OrderedSyncReplicasOptimizer: deploy() raises ValueError for
         TensorFlow's own SyncReplicasOptimizer, whose updates sum in arrival order.
+      variable_partitioner: None, or a partitioner in TensorFlow 1's form, a callable of a
+        variable's shape (a TensorShape) and dtype returning its number of parts along each
+        axis, as tf.compat.v1.min_max_variable_partitioner(...) and
+        fixed_size_partitioner(...) return (placement.min_size_partitioner is
+        --variable_partition_min_mb's). create_clones makes each variable model_fn makes
+        with tf.get_variable (slim's layers, tf.compat.v1.layers) in the parts it gives,
+        'name/part_0', ..., each placed on the ps tasks as a variable of its own (by
+        ps_strategy), read and updated there; checkpoints hold the whole variable under its
+        name, so they restore with or without partitioning. A variable it gives one part
+        stays whole; a partitioner of a variable_scope around create_clones or inside
+        model_fn wins; variables made otherwise (Keras layers, tf.Variable) stay whole.
+        Needs ps tasks.
 
     Its properties and methods are slim's, with slim's values, except that worker devices
     carry the replica's task: worker_device is '/job:<worker_job_name>/task:<replica_id>'
@@ -202,7 +214,7 @@ class DeploymentConfig:
                  task_timeout_secs=TASK_TIMEOUT_SECS, is_chief=None,
                  sync_batch_norm=False, precision='float32', xla=False,
                  quantize_delay=None, gradient_compression='none', prefetch_reads=False,
-                 seed=None):
+                 seed=None, variable_partitioner=None):
         # Counts, ids and sizes.
         _check_numbers(num_clones=num_clones, num_replicas=num_replicas, replica_id=replica_id,
                        num_ps_tasks=num_ps_tasks, all_reduce_pack_bytes=all_reduce_pack_bytes,
@@ -212,6 +224,10 @@ class DeploymentConfig:
         _check_choices(variable_update=variable_update, ps_strategy=ps_strategy,
                        precision=precision, gradient_compression=gradient_compression,
                        sync_batch_norm=sync_batch_norm, xla=xla, prefetch_reads=prefetch_reads)
+        if variable_partitioner is not None and not callable(variable_partitioner):
+            raise ValueError('variable_partitioner must be None or a callable of a variable\'s '
+                             'shape and dtype (as tf.compat.v1.min_max_variable_partitioner(...) '
+                             f'returns), got {variable_partitioner!r}')
         # Where the tasks and clones are.
         if num_replicas > 1 or num_ps_tasks > 0:
             for name, value in (('worker_job_name', worker_job_name),
@@ -235,6 +251,8 @@ class DeploymentConfig:
                                              num_ps_tasks, _as_parameter),
                 prefetch_reads_problem(prefetch_reads, variable_update, num_ps_tasks,
                                        _as_parameter),
+                variable_partitioner_problem(variable_partitioner, variable_update,
+                                             num_ps_tasks, _as_parameter),
                 distinct_devices_problem(variable_update, sync_batch_norm, num_clones,
                                          clone_on_cpu, clone_devices, _as_parameter),
                 quantize_delay_problem(quantize_delay, sync_batch_norm, _as_parameter)):
@@ -263,6 +281,7 @@ class DeploymentConfig:
         self._gradient_compression = gradient_compression
         self._prefetch_reads = prefetch_reads
         self._seed = seed
+        self._variable_partitioner = variable_partitioner
 
     num_clones = property(lambda self: self._num_clones)
     clone_on_cpu = property(lambda self: self._clone_on_cpu)
@@ -284,6 +303,7 @@ class DeploymentConfig:
     gradient_compression = property(lambda self: self._gradient_compression)
     prefetch_reads = property(lambda self: self._prefetch_reads)
     seed = property(lambda self: self._seed)
+    variable_partitioner = property(lambda self: self._variable_partitioner)
 
     @property
     def graph_seed(self):
@@ -326,7 +346,9 @@ class DeploymentConfig:
                 f'is_chief={self._is_chief}, sync_batch_norm={self._sync_batch_norm}, '
                 f'precision={self._precision!r}, xla={self._xla}, '
                 f'quantize_delay={self._quantize_delay}, '
-                f'gradient_compression={self._gradient_compression!r})')
+                f'gradient_compression={self._gradient_compression!r}, '
+                f'prefetch_reads={self._prefetch_reads}, seed={self._seed}, '
+                f'variable_partitioner={self._variable_partitioner!r})')
 
     def _check_clone_index(self, clone_index):
         if not isinstance(clone_index, int) or not 0 <= clone_index < self._num_clones:
@@ -439,6 +461,19 @@ def prefetch_reads_problem(prefetch_reads, variable_update, num_ps_tasks, show):
             f'{show("variable_update", "parameter_server")} and ps tasks')
 
 
+def variable_partitioner_problem(variable_partitioner, variable_update, num_ps_tasks, show):
+    """What is wrong with partitioning the variables (variable_partitioner: None for none)
+    under `variable_update` with `num_ps_tasks` ps tasks, as a message; None if nothing.
+    show: as variable_update_problem's, also for 'variable_partitioner'."""
+    if variable_partitioner is None or num_ps_tasks:
+        return None
+    where = ('' if variable_update == 'parameter_server' else
+             f' ({show("variable_update", variable_update)} keeps them on the clones)')
+    return (f'{show("variable_partitioner", variable_partitioner)} splits the variables over '
+            f'the ps tasks, and {show("num_ps_tasks", num_ps_tasks)} has none{where}: use it '
+            'with ps tasks')
+
+
 def distinct_devices_problem(variable_update, sync_batch_norm, num_clones, clone_on_cpu,
                              clone_devices, show):
     """What is wrong with the clones' devices, as a message, when the clones all-reduce
@@ -507,6 +542,8 @@ def _as_parameter(name, value):
     """A setting as DeploymentConfig and deploy() name it in messages: 'num_clones=2'."""
     if name == 'sync_replicas':
         return 'a SyncReplicasOptimizer'
+    if name == 'variable_partitioner':
+        return 'variable_partitioner'
     return f'{name}={value!r}'
 
 
@@ -584,7 +621,7 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
     batch_norms = (sync_batch_norm.SyncBatchNorm(group)
                    if config.sync_batch_norm and group.size > 1 else None)
     variables = variable_sharing.CloneVariables(
-        [config.clone_scope(i) for i in range(config.num_clones)])
+        [config.clone_scope(i) for i in range(config.num_clones)], config.variable_partitioner)
     clones = []
     # With 16-bit math and gradients, the reads from the ps tasks cross in 16 bits too.
     read_dtype = (compression.wire_dtype(config.gradient_compression)

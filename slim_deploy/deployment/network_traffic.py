@@ -104,6 +104,8 @@ _ACCUMULATOR_APPLIES = frozenset({'AccumulatorApplyGradient', 'ResourceAccumulat
                                   'SparseAccumulatorApplyGradient'})
 _ACCUMULATOR_TAKES = frozenset({'AccumulatorTakeGradient', 'ResourceAccumulatorTakeGradient',
                                 'SparseAccumulatorTakeGradient'})
+# Op types of variables, resource or not, whose shape and dtype a PsGroup takes.
+_VARIABLE_OPS = frozenset({'VariableV2', 'VarHandleOp'})
 # The all-reduces step_traffic counts: deploy()'s, MultiWorkerMirroredStrategy's.
 _ALL_REDUCES = frozenset({'CollectiveReduce', 'CollectiveReduceV2'})
 _DEQUEUES = frozenset({'QueueDequeue', 'QueueDequeueV2'})
@@ -172,16 +174,48 @@ class PsGroup:
       the worker's tensors its ops use.
     sent: ((tensor name, bytes, bytes the worker sends only after receiving it), ...): its
       tensors the worker's ops use.
+    shape: the variable's shape (a tuple of ints), or None when unknown or the group makes
+      no variable. dtype: the variable's dtype's name (None without a variable).
+    whole: the names of the tensors of `received` and `sent` that hold the whole variable
+      (its reads, its gradients, in any dtype), which its parts would split.
     """
     name: str
     task: int
     received: tuple
     sent: tuple
+    shape: tuple | None = None
+    dtype: str | None = None
+    whole: frozenset = frozenset()
 
     @property
     def bytes(self):
         """Its bytes per worker step, both ways."""
         return sum(size for _, size, _ in self.received + self.sent)
+
+    def split(self, shapes):
+        """The PsGroups of this group's variable made in parts of `shapes` (lists, along one
+        axis, as placement.parts gives them), as tf.get_variable names them ('<name>/part_0',
+        ...): each tensor of `whole` becomes its part's share (its bytes x the part's
+        elements over the variable's), named '<tensor>/part_<i>'; the other tensors (scalars
+        every part's ops take alike, such as the learning rate) stay as they are, so that a
+        ps task holding several parts receives them once. What each part waits for and is
+        waited for is the variable's (every part of a read is used where the whole was)."""
+        elements = _elements(self.shape)
+
+        def share(entries, index, part_elements):
+            return tuple((f'{name}/part_{index}', size * part_elements // elements, waits)
+                         if name in self.whole else (name, size, waits)
+                         for name, size, waits in entries)
+
+        groups = []
+        for index, shape in enumerate(shapes):
+            part_elements = _elements(shape)
+            groups.append(PsGroup(
+                f'{self.name}/part_{index}', self.task,
+                share(self.received, index, part_elements), share(self.sent, index, part_elements),
+                tuple(shape), self.dtype,
+                frozenset(f'{name}/part_{index}' for name in self.whole)))
+        return tuple(groups)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +267,8 @@ class PsAdvice:
 
     tasks: the smallest such number; None if none does: the group placed with `variable`
     alone on a task makes its link's bytes `variable_bytes` (all workers' steps), more than
-    `worker_bytes`, a worker's link's, and a group is not split.
+    `worker_bytes`, a worker's link's, and a group is not split (its variable's parts, when
+    a partitioner made them, are groups of their own).
     """
     tasks: int | None
     variable: str
@@ -332,14 +367,35 @@ def step_traffic(graph, config, fetches=None):
         ps_tasks=tuple(ps_links),
         all_reduces=all_reduces,
         synchronous=synchronous,
-        groups=tuple(PsGroup(name, placement.task(graph.get_operation_by_name(name))[1],
-                             tuple((tensor, *sizes) for tensor, sizes in received.items()),
-                             tuple((tensor, *sizes) for tensor, sizes in sent.items()))
+        groups=tuple(_ps_group(graph.get_operation_by_name(name), placement.task(
+            graph.get_operation_by_name(name))[1], received, sent, tensors)
                      for name, (received, sent) in sorted(groups.items())),
         unknown=len(unknown) + unknown_reduces,
         functions=tuple(sorted(op.name for op in step if _calls_function(op))),
         other_collectives=tuple(sorted({op.type for op in step
                                         if op.type.startswith('Collective')} - _ALL_REDUCES)))
+
+
+def _ps_group(op, task, received, sent, tensors):
+    """The PsGroup of the ops placed with `op` on ps task `task`: what the worker sends them,
+    `received` ({tensor name: (bytes, bytes it waits for)}), and takes from them, `sent`
+    (alike); tensors: {name: tensor}. When `op` is a variable of known shape, its shape,
+    dtype and the tensors of that shape."""
+    shape = dtype = None
+    if op.type in _VARIABLE_OPS:
+        known = tf.TensorShape(op.get_attr('shape'))
+        shape = tuple(known.as_list()) if known.is_fully_defined() else None
+        dtype = tf.as_dtype(op.get_attr('dtype')).name
+    whole = frozenset(name for name in [*received, *sent] if shape is not None
+                      and tensors[name].shape.is_fully_defined()
+                      and tuple(tensors[name].shape.as_list()) == shape)
+    return PsGroup(op.name, task, tuple((name, *sizes) for name, sizes in received.items()),
+                   tuple((name, *sizes) for name, sizes in sent.items()), shape, dtype, whole)
+
+
+def _elements(shape):
+    """The number of elements of a shape (a sequence of ints)."""
+    return math.prod(shape)
 
 
 def ps_advice(traffic):
@@ -428,8 +484,8 @@ def ps_advice_text(traffic):
         return ('no number of ps tasks takes the bottleneck off the ps tasks: alone on a task, '
                 f'{advice.variable} and the ops placed with it pass '
                 f"{human_bytes(advice.variable_bytes)} per step ({workers}), more than a "
-                f"worker's link ({human_bytes(advice.worker_bytes)}), and a variable is not "
-                'split')
+                f"worker's link ({human_bytes(advice.worker_bytes)}); a variable_partitioner "
+                '(--variable_partition_min_mb) splits a variable over the ps tasks')
     return (f"{advice.tasks} ps tasks with ps_strategy 'bytes' would keep each ps task's "
             f"link within a worker's ({human_bytes(advice.worker_bytes)})")
 

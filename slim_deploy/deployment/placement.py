@@ -146,12 +146,55 @@ def _place_pending_variables(graph, config):
             "outside model_fn or use ps_strategy='round_robin'")
 
 
+def parts(partitioner, shape, dtype):
+    """The shapes (lists) of the parts that tf.get_variable makes, in order, of a variable of
+    `shape` (a TensorShape or a sequence of ints) and `dtype` under `partitioner` (a callable
+    of shape and dtype returning the number of parts along each axis, as
+    tf.compat.v1.fixed_size_partitioner's and min_max_variable_partitioner's do): the
+    variable split along the axis given more than one part, the first parts one longer where
+    the axis does not divide evenly. None when it stays whole: a scalar, a shape not fully
+    known, or a single part."""
+    shape = tf.TensorShape(shape)
+    if not shape.is_fully_defined() or shape.rank == 0:
+        return None
+    counts = list(partitioner(shape=shape, dtype=tf.as_dtype(dtype)))
+    axis = next((axis for axis, count in enumerate(counts) if count > 1), None)
+    if axis is None:
+        return None
+    dims, count = shape.as_list(), counts[axis]
+    return [dims[:axis] + [dims[axis] // count + (part < dims[axis] % count)] + dims[axis + 1:]
+            for part in range(count)]
+
+
+def min_size_partitioner(min_bytes, max_parts):
+    """A partitioner splitting a variable of B bytes along its first axis into ceil(B /
+    min_bytes) parts (min_bytes > 0), at most `max_parts` and its first dimension, as
+    tf.compat.v1.min_max_variable_partitioner does: parts of about `min_bytes` each. What
+    train_image_classifier's --variable_partition_min_mb gives, at most --num_ps_tasks
+    parts."""
+    return tf.min_max_variable_partitioner(max_partitions=max_parts, axis=0,
+                                           min_slice_size=min_bytes)
+
+
+def partitioned_variables(graph):
+    """{name: [its parts, in order]} of the variables of `graph` that tf.get_variable made in
+    parts ('name/part_0', ...): those a partitioner split."""
+    found = collections.defaultdict(list)
+    for variable in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES):
+        whole = variable._get_save_slice_info()
+        if whole and variable.op.name.startswith(whole.full_name + '/part_'):
+            found[whole.full_name].append(variable)
+    return {name: sorted(found[name], key=lambda part: part._get_save_slice_info().var_offset)
+            for name in found}
+
+
 def placement_plan(config, graph=None, link_gbps=None, fetches=None):
     """Returns, as printable lines, which device holds each part of a deployment.
 
     graph: None, or a tf.Graph whose variable ops are then counted, with their bytes, on
     each variable device (each PS task, each clone's device when replicated, or the local
-    CPU), and, when replicated, its all-reduces per step.
+    CPU), its variables made in parts listed (the largest first), and, when replicated, its
+    all-reduces per step.
 
     link_gbps: None, or the bandwidth of every host's network link in Gbit/s each way
     (full duplex): the plan then ends with what a step of the graph's 'train_op' moves
@@ -175,6 +218,13 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
                               + (' of the chief' if collective else '')),
                 ('all-reduce', members + ('; the chief broadcasts the start values'
                                           if collective else ''))]
+    parted = partitioned_variables(graph) if graph is not None else {}
+    if parted:
+        rows.append(('partitions', _partitioned_text(parted)))
+    elif config.variable_partitioner is not None:
+        rows.append(('partitions', 'none: variable_partitioner keeps every variable whole'
+                     if graph is not None else 'variable_partitioner splits what model_fn '
+                     'makes with tf.get_variable, each part placed as a variable'))
     if config.gradient_compression != 'none':
         rows.append(('gradients', f'cross between tasks in {config.gradient_compression}'
                      + (' (scaled by a power of two)' if config.gradient_compression == 'float16'
@@ -220,6 +270,20 @@ def placement_plan(config, graph=None, link_gbps=None, fetches=None):
                                           link_gbps)
     width = max(len(role) for role, _ in rows)
     return '\n'.join(f'{role:<{width}}  {device}' for role, device in rows)
+
+
+def _partitioned_text(variables, listed=3):
+    """'2 variables in 6 parts: LeNet/fc3/weights 12.8 MB in 4, ...': the variables made in
+    parts (partitioned_variables' {name: parts}), the `listed` largest named."""
+    sizes = {name: sum(_variable_bytes(part.op) for part in variable_parts)
+             for name, variable_parts in variables.items()}
+    largest = sorted(variables, key=lambda name: (-sizes[name], name))
+    named = ', '.join(f'{name} {network_traffic.human_bytes(sizes[name])} in '
+                      f'{len(variables[name])}' for name in largest[:listed])
+    more = f', and {len(largest) - listed} more' if len(largest) > listed else ''
+    count = len(variables)
+    return (f'{count} variable{"s" * (count != 1)} in '
+            f'{sum(len(p) for p in variables.values())} parts: {named}{more}')
 
 
 @contextlib.contextmanager

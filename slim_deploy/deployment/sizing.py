@@ -52,16 +52,21 @@ b || g = max(b, g) + (1 - o) min(b, g).
   workers do not step in lockstep), and the B slowest gradients are dropped (A = W - B).
 - 16-bit gradients (gradient compression): the traffic is that of a step that sends them,
   and the compute gains what their casts and sums cost (compression_seconds).
+- Partitioned variables (partition_min_bytes M > 0, train_image_classifier's
+  --variable_partition_min_mb): on P ps tasks each variable's PsGroup splits into the parts
+  placement.min_size_partitioner(M, P) gives it (PsGroup.split: the reads and gradients in
+  shares, what every part takes alike once per task), and the parts spread as variables do.
+  The traffic must be of a step whose variables are whole.
 
 Scaling: A x c over W x the step: the examples a step applies per second, over those W
 workers computing alone would (1: perfect). The bound: the busiest link's time,
 StepTraffic.seconds; its ratio, step / bound (1: network-bound; None without network).
 ps tasks None ("choose"): the fewest whose step is within TOLERANCE of the step with a task
-per PsGroup (the least a ps link can carry: a variable is not split).
+per PsGroup, or per part of one when partitioned (the least a ps link can carry).
 """
 import dataclasses
 
-from slim_deploy.deployment import network_traffic
+from slim_deploy.deployment import network_traffic, placement
 from slim_deploy.deployment.network_traffic import EACH_WAY, Link
 
 ASYNC_PS = 'ps, asynchronous'
@@ -71,6 +76,7 @@ COLLECTIVE = 'collective'
 # collective needs no ps hosts; synchronous updates are not stale.
 PREFERENCE = (COLLECTIVE, SYNC_PS, ASYNC_PS)
 TOLERANCE = 0.01  # Relative: steps (and scalings) closer than 1% count as equal.
+_UNLIMITED = 2**31 - 1  # Ps tasks: more than any variable has parts.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +121,8 @@ class Prediction:
     StepTraffic of the step at this size (traffic.busiest: its busiest links). seconds: the
     predicted step. bound: traffic.seconds(link_gbps), the busiest link's time (0: no
     network). applied: the worker steps whose gradients a step applies (A). scaling: A x c
-    over W x seconds.
+    over W x seconds. partition_min_bytes: M, the variables split into parts of about M
+    bytes (0: whole).
     """
     mode: str
     workers: int
@@ -125,6 +132,7 @@ class Prediction:
     bound: float
     applied: int
     scaling: float
+    partition_min_bytes: int = 0
 
     @property
     def bound_ratio(self):
@@ -152,25 +160,29 @@ def collective(traffic, compute, workers, link_gbps, clones=1, straggler=1.0):
     return _prediction(COLLECTIVE, sized, None, compute, seconds, workers, link_gbps)
 
 
-def asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggler=1.0):
+def asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggler=1.0,
+                    partition_min_bytes=0):
     """The Prediction of asynchronous ps workers, from the StepTraffic of a ps step (any
-    number of workers and ps tasks), with `ps_tasks` ps tasks (None: the fewest within
-    TOLERANCE of the least step); other arguments as collective's."""
+    number of workers and ps tasks; its variables whole), with `ps_tasks` ps tasks (None: the
+    fewest within TOLERANCE of the least step) and the variables in parts of about
+    `partition_min_bytes` bytes, at most one per ps task (0: whole); other arguments as
+    collective's."""
     _check(workers, link_gbps, straggler)
 
     def predict(tasks):
-        sized = _ps_traffic(traffic, workers, tasks, synchronous=False)
+        sized = _ps_traffic(traffic, workers, tasks, False, partition_min_bytes)
         fast = _cycle(sized.worker, compute, link_gbps)
         slow = _cycle(sized.worker, compute.times(straggler), link_gbps)
         steps_per_second = (workers - 1) / fast + 1 / slow
         seconds = max(workers / steps_per_second, sized.seconds(link_gbps))
-        return _prediction(ASYNC_PS, sized, tasks, compute, seconds, workers, link_gbps)
+        return _prediction(ASYNC_PS, sized, tasks, compute, seconds, workers, link_gbps,
+                           partition_min_bytes)
 
-    return _with_ps_tasks(predict, traffic, ps_tasks)
+    return _with_ps_tasks(predict, traffic, ps_tasks, partition_min_bytes)
 
 
 def synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggler=1.0,
-                   backup_workers=0):
+                   backup_workers=0, partition_min_bytes=0):
     """The Prediction of synchronous ps workers (a SyncReplicasOptimizer aggregating
     workers - backup_workers gradients per update); other arguments as asynchronous_ps's.
     Needs workers > 1 and 0 <= backup_workers < workers."""
@@ -182,31 +194,32 @@ def synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggle
     waited = compute.times(straggler) if lockstep else compute
 
     def predict(tasks):
-        sized = _ps_traffic(traffic, workers, tasks, synchronous=lockstep)
+        sized = _ps_traffic(traffic, workers, tasks, lockstep, partition_min_bytes)
         busiest_ps = max(sized.ps_tasks, key=lambda link: link.bytes)
         gradients = network_traffic.transfer_seconds(busiest_ps.bytes_in / workers, link_gbps)
         ps_step = (network_traffic.transfer_seconds(busiest_ps.bytes, link_gbps) - gradients +
                    waited.forward + waited.backprop_with(gradients))
         seconds = max(_cycle(sized.worker, waited, link_gbps), ps_step)
         return _prediction(SYNC_PS, sized, tasks, compute, seconds, workers - backup_workers,
-                           link_gbps)
+                           link_gbps, partition_min_bytes)
 
-    return _with_ps_tasks(predict, traffic, ps_tasks)
+    return _with_ps_tasks(predict, traffic, ps_tasks, partition_min_bytes)
 
 
 def plan(ps_traffic, collective_traffic, compute, workers, link_gbps, ps_tasks=None, clones=1,
-         straggler=1.0, backup_workers=0):
+         straggler=1.0, backup_workers=0, partition_sizes=(0,)):
     """The Predictions of every mode on `workers` workers: asynchronous ps, synchronous ps
-    (only with workers > backup_workers and workers > 1) and collective, from the StepTraffic
-    of a ps step and of a collective step (either None: its modes left out); arguments as
-    the modes' functions take them."""
+    (only with workers > backup_workers and workers > 1), each with the variables in parts
+    of about each of `partition_sizes` bytes (0: whole), and collective, from the
+    StepTraffic of a ps step and of a collective step (either None: its modes left out);
+    other arguments as the modes' functions take them."""
     predictions = []
-    if ps_traffic is not None:
+    for size in partition_sizes if ps_traffic is not None else ():
         predictions.append(asynchronous_ps(ps_traffic, compute, workers, link_gbps, ps_tasks,
-                                           straggler))
+                                           straggler, size))
         if workers > max(1, backup_workers):
             predictions.append(synchronous_ps(ps_traffic, compute, workers, link_gbps,
-                                              ps_tasks, straggler, backup_workers))
+                                              ps_tasks, straggler, backup_workers, size))
     if collective_traffic is not None:
         predictions.append(collective(collective_traffic, compute, workers, link_gbps, clones,
                                       straggler))
@@ -232,7 +245,8 @@ def recommended(predictions):
 
 def plan_rows(plans, examples_per_worker_step):
     """The lines of a table of `plans` (lists of Predictions, one list per number of workers,
-    as plan returns them), each list's recommended mode marked; examples_per_worker_step:
+    as plan returns them), each list's recommended mode marked, a partitioned one's mode
+    saying its parts' size ('ps, asynchronous, parts of 1.0 MB'); examples_per_worker_step:
     batch size x clones, for examples per second."""
     header = ('workers', 'mode', 'ps tasks', 'sec/step', 'examples/s', 'scaling',
               'step/bound', 'busiest link: bytes per step, rule, the bound')
@@ -242,13 +256,19 @@ def plan_rows(plans, examples_per_worker_step):
         for p in predictions:
             ratio = p.bound_ratio
             rows.append((
-                str(p.workers), p.mode, '-' if p.ps_tasks is None else str(p.ps_tasks),
+                str(p.workers), _mode_text(p), '-' if p.ps_tasks is None else str(p.ps_tasks),
                 f'{p.seconds:.3f}', f'{p.applied * examples_per_worker_step / p.seconds:,.0f}',
                 f'{p.scaling:.2f}', '-' if ratio is None else f'{ratio:.2f}',
                 _busiest_text(p) + ('  <- recommended' if p is best else '')))
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     return ['  '.join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
             for row in rows]
+
+
+def _mode_text(prediction):
+    """'ps, asynchronous', or for variables in parts 'ps, asynchronous, parts of 1.0 MB'."""
+    size = prediction.partition_min_bytes
+    return prediction.mode + (f', parts of {network_traffic.human_bytes(size)}' if size else '')
 
 
 def _busiest_text(prediction):
@@ -273,25 +293,42 @@ def _check(workers, link_gbps, straggler):
                          f'slower), got {straggler!r}')
 
 
-def _ps_traffic(traffic, workers, tasks, synchronous):
-    """The StepTraffic of ps step `traffic` taken by `workers` workers, its PsGroups spread
-    largest first onto the least-loaded of `tasks` ps tasks; in lockstep if `synchronous`."""
-    groups = sorted(traffic.groups, key=lambda group: (-group.bytes, group.name))
+def _ps_traffic(traffic, workers, tasks, synchronous, partition_min_bytes):
+    """The StepTraffic of ps step `traffic` taken by `workers` workers, its PsGroups split
+    into parts of about `partition_min_bytes` (0: whole) for `tasks` ps tasks (_parts) and
+    spread largest first onto the least-loaded of them; in lockstep if `synchronous`."""
+    groups = sorted(_parts(traffic.groups, partition_min_bytes, tasks),
+                    key=lambda group: (-group.bytes, group.name))
     return dataclasses.replace(
-        traffic, workers=workers, synchronous=synchronous,
+        traffic, workers=workers, synchronous=synchronous, groups=tuple(groups),
         ps_tasks=network_traffic.spread_links(groups, tasks, workers, synchronous))
 
 
-def _with_ps_tasks(predict, traffic, ps_tasks):
+def _parts(groups, partition_min_bytes, tasks):
+    """PsGroups `groups` with each variable's split as --variable_partition_min_mb splits it
+    on `tasks` ps tasks (placement.min_size_partitioner(partition_min_bytes, tasks)); the
+    groups themselves when partition_min_bytes is 0."""
+    if not partition_min_bytes:
+        return tuple(groups)
+    partitioner = placement.min_size_partitioner(partition_min_bytes, tasks)
+    split = []
+    for group in groups:
+        shapes = group.shape and placement.parts(partitioner, group.shape, group.dtype)
+        split += group.split(shapes) if shapes else [group]
+    return tuple(split)
+
+
+def _with_ps_tasks(predict, traffic, ps_tasks, partition_min_bytes):
     """predict(ps_tasks), or with ps_tasks None, predict(P) for the fewest P whose step is
-    within TOLERANCE of predict(one task per PsGroup)'s."""
+    within TOLERANCE of predict(one task per PsGroup, or per part of one split into parts of
+    about `partition_min_bytes` bytes, as many as their size allows)'s."""
     if not traffic.ps_tasks:
         raise ValueError('a ps prediction needs the traffic of a step with ps tasks')
     if ps_tasks is not None:
         if isinstance(ps_tasks, bool) or not isinstance(ps_tasks, int) or ps_tasks < 1:
             raise ValueError(f'ps_tasks must be a whole number >= 1 or None, got {ps_tasks!r}')
         return predict(ps_tasks)
-    most = max(1, len(traffic.groups))
+    most = max(1, len(_parts(traffic.groups, partition_min_bytes, _UNLIMITED)))
     least = predict(most).seconds
     return next(prediction for prediction in map(predict, range(1, most + 1))
                 if prediction.seconds <= least * (1 + TOLERANCE))
@@ -306,10 +343,13 @@ def _cycle(worker, compute, link_gbps):
             compute.backprop_with(out))
 
 
-def _prediction(mode, traffic, ps_tasks, compute, seconds, applied, link_gbps):
+def _prediction(mode, traffic, ps_tasks, compute, seconds, applied, link_gbps,
+                partition_min_bytes=0):
     """The Prediction of `mode` whose step, of StepTraffic `traffic`, takes `seconds` and
-    applies `applied` worker steps."""
+    applies `applied` worker steps, with the variables in parts of about
+    `partition_min_bytes` bytes (0: whole)."""
     workers = traffic.workers
     return Prediction(mode=mode, workers=workers, ps_tasks=ps_tasks, traffic=traffic,
                       seconds=seconds, bound=traffic.seconds(link_gbps), applied=applied,
-                      scaling=applied * compute.seconds / (workers * seconds))
+                      scaling=applied * compute.seconds / (workers * seconds),
+                      partition_min_bytes=partition_min_bytes)

@@ -11,7 +11,9 @@ UsageError, so N clones never silently train N models.
 
 The variables clone 0 makes are named as one clone names them, without clone 0's name scope
 ('dense/kernel', not 'clone_0/dense/kernel'), so checkpoints do not depend on the number of
-clones and the evaluation graph (one clone) restores them.
+clones and the evaluation graph (one clone) restores them. Under a partitioner
+(DeploymentConfig's variable_partitioner) tf.get_variable makes them in parts, which the
+later clones get as they get whole ones.
 
 With ps tasks, create_clones builds the clones under caching_reads(the worker's CPU): each
 trainable variable they make is read over the network once per step, for all the clones and
@@ -30,7 +32,7 @@ import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import resource_variable_ops
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.deployment import compression
+from slim_deploy.deployment import compression, placement
 
 # Op types that write a variable: a Keras layer's update is one of them.
 _ASSIGN_OP_TYPES = frozenset({
@@ -44,10 +46,15 @@ _KERAS_3_MESSAGE = 'not available with Keras 3'
 
 class CloneVariables:
     """The variables of create_clones' clones. clone_scopes: each clone's name scope without
-    the trailing slash ('clone_0', ...; '' for one clone)."""
+    the trailing slash ('clone_0', ...; '' for one clone). partitioner: None, or the
+    partitioner (as tf.compat.v1.variable_scope takes it) of the variables the clones make
+    with tf.get_variable, unless a scope around the clones or inside model_fn has one of its
+    own; a variable it would give a single part (or that is a scalar, or of a shape not
+    fully known) stays whole, a variable and not a PartitionedVariable of one part."""
 
-    def __init__(self, clone_scopes):
+    def __init__(self, clone_scopes, partitioner=None):
         self._scopes = list(clone_scopes)
+        self._partitioner = partitioner
         self._created = []  # Clone 0's variables made outside tf.get_variable, in order.
         self._initializers = set()  # Initializer ops of the variables the clones made.
         self._clone_index = None  # Of the clone being built.
@@ -65,8 +72,10 @@ class CloneVariables:
         trainable_before = set(tf.trainable_variables())
         self._clone_index, self._shared = clone_index, 0
         ops = []
-        with tf.variable_scope(tf.get_variable_scope(), reuse=True if clone_index else None,
-                               custom_getter=self._getter), \
+        scope = tf.get_variable_scope()
+        with tf.variable_scope(scope, reuse=True if clone_index else None,
+                               custom_getter=self._getter,
+                               partitioner=scope.partitioner or self._partitioner), \
                 tf.variable_creator_scope(self._create if clone_index == 0 else self._share), \
                 _keras_3_refused(clone_index):
             yield ops
@@ -82,7 +91,12 @@ class CloneVariables:
 
     def _getter(self, getter, name, *args, **kwargs):
         """Custom getter: marks the variables made meanwhile as tf.get_variable's; a later
-        clone asking for one clone 0 did not make is a UsageError."""
+        clone asking for one clone 0 did not make is a UsageError. Keeps whole a variable
+        that the clones' partitioner would give a single part."""
+        if (self._partitioner is not None and kwargs.get('partitioner') is self._partitioner
+                and not placement.parts(self._partitioner, _shape(kwargs),
+                                        kwargs.get('dtype') or tf.float32)):
+            kwargs['partitioner'] = None
         self._in_get_variable += 1
         try:
             return getter(name, *args, **kwargs)
@@ -314,6 +328,14 @@ def _requested(kwargs):
         return None, dtype
     initial_value = tf.convert_to_tensor(initial_value, dtype=dtype)
     return initial_value.shape, dtype or initial_value.dtype.base_dtype
+
+
+def _shape(kwargs):
+    """The TensorShape of the variable tf.get_variable's kwargs (a custom getter's) ask for:
+    their shape, or their initializer's when that is a tensor."""
+    shape = tf.TensorShape(kwargs.get('shape'))
+    initializer = kwargs.get('initializer')
+    return shape.merge_with(initializer.shape) if isinstance(initializer, tf.Tensor) else shape
 
 
 def _describe(shape, dtype):

@@ -143,7 +143,7 @@ def test_the_plan_counts_the_bytes_sent(name, gradient_bytes):
 def test_gradient_compression_is_read_only_and_in_repr():
     config = _ps_config(gradient_compression='bfloat16')
     assert config.gradient_compression == 'bfloat16'
-    assert repr(config).endswith(", gradient_compression='bfloat16')")
+    assert ", gradient_compression='bfloat16', " in repr(config)
     assert DeploymentConfig().gradient_compression == 'none'
     with pytest.raises(AttributeError):
         config.gradient_compression = 'none'

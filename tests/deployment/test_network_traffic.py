@@ -370,7 +370,8 @@ def test_synchronous_workers_pass_their_reads_then_their_gradients_through_the_p
         'wait for the last update)',
         'advice     no number of ps tasks takes the bottleneck off the ps tasks: alone on a '
         'task, LeNet/fc3/weights and the ops placed with it pass 38.8 MB per step (2 '
-        "workers), more than a worker's link (26.2 MB), and a variable is not split"]
+        "workers), more than a worker's link (26.2 MB); a variable_partitioner "
+        '(--variable_partition_min_mb) splits a variable over the ps tasks']
     # With backup workers (1 gradient of 2 per update) the workers do not step in lockstep.
     traffic = network_traffic.step_traffic(sync_replicas_graph(config, lenet_model_fn(), 1),
                                            config)
