@@ -5,8 +5,9 @@ r"""Predicts how fast a cluster would train a network, per mode, before you rent
         --compute_secs 0.04 --straggler 2 --backup_workers 1
 
 For each --link_gbps and --worker_replicas it prints, per mode (asynchronous ps workers,
-synchronous ps workers, collective all-reduce): the ps tasks (--num_ps_tasks, or the fewest
-that bring the step within 1% of its best: 'choose'), the predicted seconds per step,
+synchronous ps workers, each with its variables whole and in parts of each
+--variable_partition_min_mb, and collective all-reduce): the ps tasks (--num_ps_tasks, or the
+fewest that bring the step within 1% of its best: 'choose'), the predicted seconds per step,
 examples per second, the scaling (the fraction of the workers' compute the cluster turns
 into training), the step over its network bound, and the busiest link with the bytes it
 passes per step; the mode to use is marked. These are predictions on paper, not
@@ -37,7 +38,7 @@ from absl import flags  # noqa: E402
 
 from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.deployment import compression, network_traffic, sizing  # noqa: E402
-from slim_deploy.image_classifier import cli, sizing_figures  # noqa: E402
+from slim_deploy.image_classifier import builders, cli, sizing_figures  # noqa: E402
 
 FLAGS = flags.FLAGS
 CHOOSE = 'choose'
@@ -54,6 +55,11 @@ flags.DEFINE_list('worker_replicas', ['1', '8', '64', '256', '1024'],
                   'Numbers of workers to predict for, comma-separated.')
 flags.DEFINE_string('num_ps_tasks', CHOOSE, "Ps tasks of the ps modes: a number >= 1, or "
                     f"'{CHOOSE}': the fewest that bring the step within 1% of its best.")
+flags.DEFINE_list('variable_partition_min_mb', ['0'],
+                  "Part sizes in MB to predict the ps modes with, comma-separated, as "
+                  "train_image_classifier's --variable_partition_min_mb splits the variables "
+                  '(into parts of about that size, at most one per ps task); 0: whole. 0,1 '
+                  'compares whole variables with parts of 1 MB.')
 flags.DEFINE_list('link_gbps', ['10'], "Bandwidths of every host's link in Gbit/s each way, "
                   'comma-separated: a table each.')
 flags.DEFINE_float('compute_secs', None, "Seconds of one worker's training step (its clones in "
@@ -153,6 +159,9 @@ def main(argv):
     links = numbers('link_gbps', float, lambda value: math.isfinite(value) and value > 0,
                     'numbers > 0 (Gbit/s)')
     tasks = ps_tasks()
+    partition_sizes = [builders.partition_bytes(size) for size in numbers(
+        'variable_partition_min_mb', float, lambda value: math.isfinite(value) and value >= 0,
+        'numbers >= 0 (MB)')]
     too_few = [count for count in workers if 1 < count <= FLAGS.backup_workers]
     if too_few:
         raise UsageError(f'--backup_workers={FLAGS.backup_workers} leaves no gradient to '
@@ -182,7 +191,8 @@ def main(argv):
     print(f'traffic  {traffic_text(ps_traffic, collective_traffic)}')
     for link_gbps in links:
         plans = [sizing.plan(ps_traffic, collective_traffic, computed, count, link_gbps, tasks,
-                             FLAGS.num_clones, FLAGS.straggler, FLAGS.backup_workers)
+                             FLAGS.num_clones, FLAGS.straggler, FLAGS.backup_workers,
+                             partition_sizes)
                  for count in workers]
         print(f'\nOn links of {link_gbps:g} Gbit/s ({link_gbps * 125:g} MB/s) each way:')
         print('\n'.join(sizing.plan_rows(plans, FLAGS.batch_size * FLAGS.num_clones)))

@@ -9,7 +9,7 @@ import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_factory, dataset_utils, pipeline
-from slim_deploy.deployment import model_deploy, precision
+from slim_deploy.deployment import model_deploy, placement, precision
 from slim_deploy.nets import nets_factory
 from slim_deploy.preprocessing import preprocessing_factory
 from slim_deploy.training import loop
@@ -128,7 +128,9 @@ def deployment(devices, cluster=None, quantize_delay=None, seed=None):
             task_timeout_secs=cluster.task_timeout_secs, is_chief=cluster.is_chief,
             sync_batch_norm=cluster.sync_batch_norm,
             gradient_compression=cluster.gradient_compression,
-            prefetch_reads=cluster.prefetch_reads)
+            prefetch_reads=cluster.prefetch_reads,
+            variable_partitioner=partitioner(cluster.variable_partition_min_mb,
+                                             cluster.num_ps_tasks))
     config = model_deploy.DeploymentConfig(num_clones=devices.num_clones,
                                            clone_on_cpu=devices.clone_on_cpu,
                                            clone_devices=clone_devices,
@@ -139,6 +141,19 @@ def deployment(devices, cluster=None, quantize_delay=None, seed=None):
     if slow:
         logging.warning(slow)
     return config, num_cpu_devices
+
+
+def partition_bytes(min_mb):
+    """The part size of --variable_partition_min_mb=`min_mb` in bytes: min_mb x 10^6, at least
+    one byte; 0 (no parts) for 0."""
+    return max(1, round(min_mb * 1e6)) if min_mb else 0
+
+
+def partitioner(min_mb, num_ps_tasks):
+    """The variable partitioner of --variable_partition_min_mb=`min_mb` (None for 0): parts of
+    about `min_mb` MB, at most `num_ps_tasks` of them (placement.min_size_partitioner)."""
+    size = partition_bytes(min_mb)
+    return placement.min_size_partitioner(size, num_ps_tasks) if size else None
 
 
 def session_target(devices, num_cpu_devices, cluster=None):

@@ -60,8 +60,10 @@ def _group(group_class, **overrides):
 
 def _as_flag(name, value):
     """A setting as the flags name it in messages: '--worker_replicas=2', '--sync_replicas'
-    (model_deploy's num_replicas is --worker_replicas)."""
-    name = {'num_replicas': 'worker_replicas'}.get(name, name)
+    (model_deploy's num_replicas is --worker_replicas, its variable_partitioner
+    --variable_partition_min_mb)."""
+    name = {'num_replicas': 'worker_replicas',
+            'variable_partitioner': 'variable_partition_min_mb'}.get(name, name)
     return f'--{name}' if value is True else f'--{name}={value}'
 
 
@@ -283,6 +285,12 @@ class ClusterConfig:
                'while the step computes and sends its gradients, instead of before it: the '
                'reads overlap the gradients on the wire, and each step computes with values '
                'one step older.')
+    variable_partition_min_mb: float = setting(
+        0.0, 'Split each variable of more than this many MB into parts of about this size (its '
+             'size over this, rounded up, as min_max_variable_partitioner does), at most '
+             '--num_ps_tasks parts, placed by --ps_strategy as variables are, so that no ps '
+             "task's link carries a large layer alone; checkpoints hold whole variables. 0: "
+             'none. Needs ps tasks.', Bounds.numbers(0))
     task_timeout_secs: float = setting(
         model_deploy.TASK_TIMEOUT_SECS,
         'Seconds a task this one needs (the ps tasks; the chief, while it initializes and, with'
@@ -346,7 +354,10 @@ class ClusterConfig:
                     self.gradient_compression, self.variable_update, self.num_ps_tasks,
                     _as_flag),
                 model_deploy.prefetch_reads_problem(
-                    self.prefetch_reads, self.variable_update, self.num_ps_tasks, _as_flag)):
+                    self.prefetch_reads, self.variable_update, self.num_ps_tasks, _as_flag),
+                model_deploy.variable_partitioner_problem(
+                    self.variable_partition_min_mb or None, self.variable_update,
+                    self.num_ps_tasks, _as_flag)):
             if problem:
                 raise UsageError(problem)
         if self.variable_update == 'collective' and not self.cluster_task:

@@ -176,15 +176,31 @@ def _is_temporary(prefix, path):
     return path.startswith(prefix + '_temp') or 'tempstate' in os.path.basename(path)
 
 
+def checkpoint_names(variables):
+    """{checkpoint name: variable} of `variables`, named as tf.train.Saver names them: a
+    variable by its name; the parts a partitioner made of one ('w/part_0', 'w/part_1', ...)
+    together, as a list, under the whole variable's name ('w'), which a Saver given the
+    dict restores from a checkpoint of the whole variable or of parts of any sizes."""
+    names = {}
+    for variable in variables:
+        whole = variable._get_save_slice_info()
+        if whole is None:
+            names[variable.op.name] = variable
+        else:
+            names.setdefault(whole.full_name, []).append(variable)
+    return names
+
+
 def mismatched_variables(checkpoint, variables):
     """{name: 'name (checkpoint: SHAPE or missing, model: SHAPE)'}, by name, of the entries
-    of `variables` ({checkpoint name: variable}) that `checkpoint` (a prefix) lacks or holds
-    in another shape."""
+    of `variables` ({checkpoint name: variable, or the list of its parts}) that `checkpoint`
+    (a prefix) lacks or holds in another shape."""
     shapes = dict(tf.train.list_variables(checkpoint))
-    return {name: f'{name} (checkpoint: {shapes.get(name, "missing")}, model: '
-                  f'{variable.shape.as_list()})'
-            for name, variable in sorted(variables.items())
-            if shapes.get(name) != variable.shape.as_list()}
+    model = {name: (variable[0]._get_save_slice_info().full_shape if isinstance(variable, list)
+                    else variable.shape.as_list())
+             for name, variable in variables.items()}
+    return {name: f'{name} (checkpoint: {shapes.get(name, "missing")}, model: {model[name]})'
+            for name in sorted(variables) if shapes.get(name) != model[name]}
 
 
 def newest_intact(directory):
@@ -263,15 +279,16 @@ def _unreadable(prefix):
 
 def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars=False):
     """A Scaffold init_fn(scaffold, session) restoring the model variables outside
-    `exclude_scopes` from `checkpoint_path` (prefix or directory).
+    `exclude_scopes` from `checkpoint_path` (prefix or directory), each whole or in parts,
+    whichever way the checkpoint's run held it (checkpoint_names).
 
     Variables whose name is missing from the checkpoint, or whose shape differs (e.g. a
     logits layer for another number of classes), raise UsageError naming them unless
     `ignore_missing_vars`, which skips them with a warning.
     """
     checkpoint = resolve_checkpoint(checkpoint_path)
-    variables = {var.op.name: var for var in slim.get_model_variables()
-                 if not in_scopes(var.op.name, exclude_scopes)}
+    variables = checkpoint_names(var for var in slim.get_model_variables()
+                                 if not in_scopes(var.op.name, exclude_scopes))
     mismatched = mismatched_variables(checkpoint, variables)
     to_restore = {name: var for name, var in variables.items() if name not in mismatched}
     skipped = list(mismatched.values())

@@ -56,6 +56,21 @@ def test_a_given_compute_is_planned_for_each_size_link_and_mode():
                                                                abs=5e-4)
 
 
+def test_parts_spread_lenets_large_layer_over_the_ps_tasks():
+    """8 asynchronous workers on 4 ps tasks: fc3/weights (12.85 MB) whole on one task moves
+    8 x 12.85 = 102.8 MB each way per step through its link; in 4 parts of 3.21 MB, one per
+    task, the busiest task holds a part and conv2/weights (204.8 kB): 8 x 3.42 = 27.3 MB."""
+    result = run_script('plan_cluster.py', '--model_name=lenet', '--compute_secs=0.04',
+                        '--worker_replicas=8', '--link_gbps=1', '--num_ps_tasks=4',
+                        '--variable_partition_min_mb=0,1')
+    assert result.returncode == 0, result.stderr
+    assert rows(result.stdout)[8, 'ps, asynchronous'][3] == (
+        'ps task 0: 102.8 MB each way, 822.1 ms')
+    (parts,) = [line for line in result.stdout.splitlines()
+                if line.startswith('8        ps, asynchronous, parts of 1.0 MB  4 ')]
+    assert parts.endswith('ps task 0: 27.3 MB each way, 218.6 ms')
+
+
 def test_overlap_is_the_share_of_backprop_and_its_sending_run_at_once():
     # 8 collective workers at 1 Gbit/s, half overlapping: the forward pass (13.3 ms), the
     # ring (183.5 ms) and half of backprop's 26.7 ms.
@@ -123,6 +138,8 @@ def test_the_compute_is_timed_here_unless_given():
                                    "comma-separated; got 'many'"),
     (['--link_gbps=0'], "--link_gbps takes numbers > 0 (Gbit/s), comma-separated; got '0'"),
     (['--num_ps_tasks=some'], "--num_ps_tasks takes a number >= 1 or 'choose', got 'some'"),
+    (['--variable_partition_min_mb=1,-1'], "--variable_partition_min_mb takes numbers >= 0 "
+                                           "(MB), comma-separated; got '-1'"),
     (['--model_name=resnet'], "unknown --model_name 'resnet'; valid: alexnet_v2, cifarnet,"),
     (['--model_name=i3d'], "--model_name 'i3d' takes videos"),
     (['--gradient_compression=int8'], 'flag --gradient_compression=int8: value should be one '

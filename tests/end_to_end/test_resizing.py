@@ -1,7 +1,7 @@
 """A cluster relaunched with another number of workers resumes from its checkpoint, says
 how its global batch changed, and trains to the last step, through the launcher on loopback:
 collective (whose all-reduces' group size changes) 2 -> 3 and 3 -> 2 workers, ps sync 3 -> 2
-and ps async 2 -> 3."""
+and ps async 2 -> 3, the latter with lenet's fc3/weights in a part on each of 2 ps tasks."""
 import re
 
 import pytest
@@ -12,7 +12,7 @@ from helpers import checkpoint_step, train_args
 pytestmark = pytest.mark.cluster
 
 MODES = {
-    'ps_async': lambda workers: (['--num_ps_tasks=1'], []),
+    'ps_async': lambda workers: (['--num_ps_tasks=2'], ['--variable_partition_min_mb=1']),
     'ps_sync': lambda workers: (['--num_ps_tasks=1', '--sync_replicas'],
                                 [f'--replicas_to_aggregate={workers}']),
     'collective': lambda workers: (['--num_ps_tasks=0'], ['--variable_update=collective']),
