@@ -531,4 +531,4 @@ def test_a_bad_link_gbps_flag_is_one_line(tmp_path):
                         '--link_gbps=0')
     assert result.returncode == 2
     assert result.stderr == ('train_image_classifier.py: error: --link_gbps must be a number '
-                             '> 0, got 0.0\n')
+                             'in (0, 3.4e+38], got 0.0\n')
