@@ -78,9 +78,9 @@ def num_classes(dataset_name, labels_offset):
 
 def check_model(model, size_flag, dataset_name):
     """Raises UsageError unless the network of `model` (a ModelConfig) can take the examples
-    of dataset `dataset_name` at model.image_size (flag --size_flag): a size in IMAGE_SIZE and
-    at least the network's smallest, and images, which every dataset of the toolkit holds
-    (the video networks take videos)."""
+    of dataset `dataset_name` at model.image_size (flag --size_flag): a size in IMAGE_SIZE
+    and among the network's (nets_factory.Network's min_image_size and max_image_size), and
+    images, which every dataset of the toolkit holds (the video networks take videos)."""
     check_settings(model, UsageError, {'image_size': size_flag})
     network = nets_factory.NETWORKS[model.model_name]
     family = preprocessing_factory.family(model.preprocessing_name or model.model_name)
@@ -93,11 +93,17 @@ def check_model(model, size_flag, dataset_name):
             f'({", ".join(dataset_factory.DATASETS)}): train a video network through '
             'deploy() on video records of your own (docs/networks.md)')
     size = model.image_size_or_default()
-    if size < network.min_image_size:
+    low, high = network.min_image_size, network.max_image_size
+    if size < low and high is None:
         raise UsageError(
             f'--{size_flag}={size} is smaller than the smallest input {model.model_name} '
-            f'takes, {network.min_image_size} pixels: pass --{size_flag}='
-            f'{network.min_image_size} or more (its default is {network.default_image_size})')
+            f'takes, {low} pixels: pass --{size_flag}={low} or more (its default is '
+            f'{network.default_image_size})')
+    if not low <= size <= (high or size):
+        raise UsageError(
+            f'--{size_flag}={size} is outside the sizes {model.model_name} takes, {low} to '
+            f'{high} pixels: pass --{size_flag} in that range (its default is '
+            f'{network.default_image_size})')
 
 
 def input_channels(dataset_name, model):
@@ -473,8 +479,10 @@ class TrainConfig(_RunConfig):
                                               'run_config.json.')
     quantize_delay: int = setting(
         -1, 'Train quantization-aware from this global step on (batch norm folded into the '
-            'weights, weights and activations fake-quantized to 8 bits, as tf.contrib.quantize '
-            'did), for an int8 TensorFlow Lite model; -1: off.', Bounds.integers(-1, INT64_MAX))
+            'weights, activations fake-quantized to 8 bits, weights per output channel), for '
+            'an int8 TensorFlow Lite model (TF 1 clients\' uint8 models come from '
+            'tf.contrib.quantize\'s per-tensor weights: docs/mobile.md); -1: off.',
+        Bounds.integers(-1, INT64_MAX))
     seed: int | None = setting(
         None, 'Makes training bit-reproducible: initial values, input order, dropout and '
               'augmentation drawn from this seed (worker i: seed + i), TensorFlow ops '

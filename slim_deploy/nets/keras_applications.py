@@ -25,11 +25,12 @@ import tf_slim as slim
 
 @dataclasses.dataclass(frozen=True)
 class Application:
-    """A tf-keras application as a zoo net: builder and arg_scope as nets_factory.Network's;
-    preprocessing: its family in preprocessing_factory.PREPROCESSING."""
+    """A tf-keras application as a zoo net: builder, arg_scope and min_image_size as
+    nets_factory.Network's; preprocessing: its family in preprocessing_factory.PREPROCESSING."""
     builder: Callable
     arg_scope: Callable
     preprocessing: str
+    min_image_size: int
 
 
 @contextlib.contextmanager
@@ -46,8 +47,9 @@ def _graph_op_layers_unevaluated():
         base_layer_utils._UNSAFE_GRAPH_OP_LAYER_CREATION = saved
 
 
-def _application(constructor, preprocessing):
-    """The Application of tf_keras.applications' `constructor` (e.g. ResNet50)."""
+def _application(constructor, preprocessing, min_image_size=1):
+    """The Application of tf_keras.applications' `constructor` (e.g. ResNet50), which takes
+    images of at least min_image_size pixels a side."""
     @slim.add_arg_scope
     def builder(images, num_classes, is_training=False, weight_decay=0.0):
         with _graph_op_layers_unevaluated(), \
@@ -78,12 +80,13 @@ def _application(constructor, preprocessing):
         with slim.arg_scope([builder], weight_decay=weight_decay) as scope:
             return scope
 
-    return Application(builder, arg_scope, preprocessing)
+    return Application(builder, arg_scope, preprocessing, min_image_size)
 
 
 APPLICATIONS = {
-    'keras_convnext_tiny': _application(tf_keras.applications.ConvNeXtTiny, 'keras'),
+    'keras_convnext_tiny': _application(tf_keras.applications.ConvNeXtTiny, 'keras', 32),
     'keras_efficientnet_b0': _application(tf_keras.applications.EfficientNetB0, 'keras'),
-    'keras_mobilenet_v3_small': _application(tf_keras.applications.MobileNetV3Small, 'keras'),
+    'keras_mobilenet_v3_small': _application(tf_keras.applications.MobileNetV3Small, 'keras',
+                                             32),
     'keras_resnet50': _application(tf_keras.applications.ResNet50, 'keras_caffe'),
 }

@@ -45,21 +45,27 @@ class Network:
     preprocessing: the preprocessing family its inputs need, a name in
       preprocessing_factory.PREPROCESSING ('inception', 'vgg', 'cifarnet', 'lenet', 'video',
       'keras', 'keras_caffe').
+    min_image_size, max_image_size: the sides in pixels of the square inputs the builder
+      takes with its defaults (its convolutions need some size; a head whose kernel or
+      weights fit one feature map's size, as VGG's fc6, also takes no larger ones); max None:
+      any size from min up.
     """
     builder: Callable
     arg_scope: Callable
     preprocessing: str
     min_image_size: int = 1
+    max_image_size: int | None = None
 
     @property
     def default_image_size(self):
         return self.builder.default_image_size
 
 
-def _family(module, arg_scope, preprocessing, *names):
-    """{name: Network} of the builders `names` of `module`, sharing arg_scope and
-    preprocessing."""
-    return {name: Network(getattr(module, name), arg_scope, preprocessing) for name in names}
+def _family(module, arg_scope, preprocessing, *names, **sizes):
+    """{name: Network} of the builders `names` of `module`, sharing arg_scope, preprocessing
+    and `sizes` (min_image_size, max_image_size)."""
+    return {name: Network(getattr(module, name), arg_scope, preprocessing, **sizes)
+            for name in names}
 
 
 # Preprocessing: VGG's for VGG and ResNet v1 (their checkpoints come from Caffe), Inception's
@@ -67,22 +73,26 @@ def _family(module, arg_scope, preprocessing, *names):
 # TF-Slim gave ResNet v2 VGG's, although its published ResNet v2 checkpoints were trained with
 # Inception's, and had none for AlexNet, OverFeat, NASNet-CIFAR, I3D and S3D-G.
 NETWORKS = Registry('model_name', {
-    'alexnet_v2': Network(alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope, 'inception'),
-    'cifarnet': Network(cifarnet.cifarnet, cifarnet.cifarnet_arg_scope, 'cifarnet'),
+    'alexnet_v2': Network(alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope, 'inception',
+                          min_image_size=195, max_image_size=226),
+    'cifarnet': Network(cifarnet.cifarnet, cifarnet.cifarnet_arg_scope, 'cifarnet',
+                        min_image_size=4),
     'i3d': Network(i3d.i3d, i3d.i3d_arg_scope, 'video'),
     'inception_resnet_v2': Network(inception.inception_resnet_v2,
-                                   inception.inception_resnet_v2_arg_scope, 'inception'),
+                                   inception.inception_resnet_v2_arg_scope, 'inception',
+                                   min_image_size=107),
     'inception_v1': Network(inception.inception_v1, inception.inception_v1_arg_scope,
-                            'inception'),
+                            'inception', min_image_size=193, max_image_size=224),
     'inception_v2': Network(inception.inception_v2, inception.inception_v2_arg_scope,
-                            'inception'),
+                            'inception', max_image_size=256),
     'inception_v3': Network(inception.inception_v3, inception.inception_v3_arg_scope,
-                            'inception'),
+                            'inception', min_image_size=107, max_image_size=346),
     'inception_v4': Network(inception.inception_v4, inception.inception_v4_arg_scope,
-                            'inception'),
-    'lenet': Network(lenet.lenet, lenet.lenet_arg_scope, 'lenet'),
+                            'inception', min_image_size=107),
+    'lenet': Network(lenet.lenet, lenet.lenet_arg_scope, 'lenet', min_image_size=4),
     **_family(mobilenet_v1, mobilenet_v1.mobilenet_v1_arg_scope, 'inception',
-              'mobilenet_v1', 'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025'),
+              'mobilenet_v1', 'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
+              max_image_size=256),
     'mobilenet_v2': Network(mobilenet_v2.mobilenet, mobilenet_v2.training_scope, 'inception'),
     **_family(mobilenet_v2, mobilenet_v2.training_scope, 'inception',
               'mobilenet_v2_035', 'mobilenet_v2_140'),
@@ -93,24 +103,27 @@ NETWORKS = Registry('model_name', {
                              ('v3_small_minimalistic', 'small_minimalistic'),
                              ('edgetpu', 'edge_tpu'), ('edgetpu_075', 'edge_tpu_075')]},
     'nasnet_cifar': Network(nasnet.build_nasnet_cifar, nasnet.nasnet_cifar_arg_scope,
-                            'cifarnet'),
+                            'cifarnet', min_image_size=9),
     'nasnet_large': Network(nasnet.build_nasnet_large, nasnet.nasnet_large_arg_scope,
-                            'inception'),
+                            'inception', min_image_size=67),
     'nasnet_mobile': Network(nasnet.build_nasnet_mobile, nasnet.nasnet_mobile_arg_scope,
-                             'inception'),
-    'overfeat': Network(overfeat.overfeat, overfeat.overfeat_arg_scope, 'inception'),
+                             'inception', min_image_size=67),
+    'overfeat': Network(overfeat.overfeat, overfeat.overfeat_arg_scope, 'inception',
+                        min_image_size=231, max_image_size=262),
     'pnasnet_large': Network(pnasnet.build_pnasnet_large, pnasnet.pnasnet_large_arg_scope,
-                             'inception'),
+                             'inception', min_image_size=67),
     'pnasnet_mobile': Network(pnasnet.build_pnasnet_mobile, pnasnet.pnasnet_mobile_arg_scope,
-                              'inception'),
+                              'inception', min_image_size=67),
     **_family(resnet_v1, resnet_v1.resnet_arg_scope, 'vgg',
               'resnet_v1_50', 'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200'),
     **_family(resnet_v2, resnet_v2.resnet_arg_scope, 'inception',
               'resnet_v2_50', 'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200'),
     's3dg': Network(s3dg.s3dg, s3dg.s3dg_arg_scope, 'video'),
-    **_family(vgg, vgg.vgg_arg_scope, 'vgg', 'vgg_a', 'vgg_16', 'vgg_19'),
+    **_family(vgg, vgg.vgg_arg_scope, 'vgg', 'vgg_a', 'vgg_16', 'vgg_19', min_image_size=224,
+              max_image_size=255),
     # tf-keras applications, built from scratch (slim_deploy/nets/keras_applications).
-    **{name: Network(application.builder, application.arg_scope, application.preprocessing)
+    **{name: Network(application.builder, application.arg_scope, application.preprocessing,
+                     application.min_image_size)
        for name, application in keras_applications.APPLICATIONS.items()},
 })
 

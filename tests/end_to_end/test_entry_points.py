@@ -77,6 +77,12 @@ def test_verbosity_shows_what_tensorflow_says(digits_dir, tmp_path):
      "Unknown command line flag 'num_clone'"),
     ('train_image_classifier.py', ['--batch_size=0'], '--batch_size must be an integer'
      ' in [1, 2147483647]'),
+    ('train_image_classifier.py', ['--num_clones=99999999999999999999'],
+     '--num_clones must be an integer in [1, 64], got 99999999999999999999'),
+    ('train_image_classifier.py', ['--rmsprop_momentum=1e400'],
+     '--rmsprop_momentum must be a number in [0, 1], got inf'),
+    ('train_image_classifier.py', ['--model_name=vgg_a', '--train_image_size=32'],
+     '--train_image_size=32 is outside the sizes vgg_a takes, 224 to 255 pixels'),
     ('train_image_classifier.py', ['--trainable_scopes=LeNet/fc9'],
      "--trainable_scopes='LeNet/fc9' matches no trainable variable"),
     ('train_image_classifier.py', ['--num_ps_tasks=1'],

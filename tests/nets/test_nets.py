@@ -23,24 +23,36 @@ VIDEO_NETS = {'i3d', 's3dg'}  # Take [batch, frames, height, width, 3].
 pytestmark = pytest.mark.usefixtures('fast_variable_creation')
 
 
-def _build(name, num_classes=NUM_CLASSES, **factory_kwargs):
+def _build(name, num_classes=NUM_CLASSES, size=None, **factory_kwargs):
     """Builds `name` in the current graph on a batch of 2 zero RGB images (16-frame clips
-    for video nets) of its default size and returns (net, end_points)."""
+    for video nets) of side `size` (None: its default) and returns (net, end_points)."""
     network_fn = nets_factory.get_network_fn(name, num_classes, **factory_kwargs)
-    size = network_fn.default_image_size
+    size = size or network_fn.default_image_size
     frames = [16] if name in VIDEO_NETS else []
     return network_fn(tf.zeros([2, *frames, size, size, 3]))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', nets_factory.NETWORKS)
-def test_every_network_builds_logits_at_its_default_size(name):
-    with tf.Graph().as_default():
-        logits, end_points = _build(name)  # Evaluation mode: 20% faster to build.
-    assert logits.shape.as_list() == [2, NUM_CLASSES]
-    assert ('AuxLogits' in end_points) == (name in NETS_WITH_AUX_LOGITS)
-    if name in NETS_WITH_AUX_LOGITS:
-        assert end_points['AuxLogits'].shape.as_list() == [2, NUM_CLASSES]
+def test_every_network_builds_logits_at_the_ends_of_its_sizes_and_no_further(name):
+    # Built for training, whose auxiliary heads (NASNet's) need the larger sizes. Its
+    # default size trains in tests/image_classifier/test_every_network.py.
+    network = nets_factory.NETWORKS[name]
+    low, high = network.min_image_size, network.max_image_size
+    for size in (low, high) if high else (low,):
+        with tf.Graph().as_default():
+            logits, end_points = _build(name, size=size, is_training=True)
+        assert logits.shape.as_list() == [2, NUM_CLASSES]
+        assert 'AuxLogits' in end_points or name not in NETS_WITH_AUX_LOGITS
+        if 'AuxLogits' in end_points:
+            assert end_points['AuxLogits'].shape.as_list() == [2, NUM_CLASSES]
+    for size in ([low - 1] if low > 1 else []) + ([high + 1] if high else []):
+        with tf.Graph().as_default():
+            try:
+                logits, _ = _build(name, size=size, is_training=True)
+            except ValueError:  # A negative or unsqueezable dimension.
+                continue
+        assert logits.shape.as_list() != [2, NUM_CLASSES], f'{name} takes size {size}'
 
 
 @pytest.mark.slow
