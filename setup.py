@@ -61,8 +61,9 @@ setup(
     extras_require={
         # tests/image_classifier/test_tensorboard.py reads the event files;
         # tests/cluster/test_jobset.py checks pod templates against the official Kubernetes
-        # client's models (from 37 on, its ApiClient.deserialize takes JSON text).
-        'test': ['pytest', TENSORBOARD, 'kubernetes>=37'],
+        # client's models (from 37 on, its ApiClient.deserialize takes JSON text);
+        # pytest-xdist runs the suite on every core (-n auto).
+        'test': ['pytest', 'pytest-xdist>=3.0', TENSORBOARD, 'kubernetes>=37'],
         'tensorboard': [TENSORBOARD],
         # The manual (docs/): Sphinx with Markdown pages (MyST) and the furo theme.
         'docs': ['sphinx>=7.2', 'myst-parser>=3.0', 'furo>=2024.1.29'],

@@ -29,3 +29,28 @@ def fast_variable_creation():
     tf.disable_tensor_equality()
     yield
     tf.enable_tensor_equality()
+
+
+# The test files that make emulated hosts (network namespaces, themselves or through a
+# launcher or benchmark they run) and check the machine's network for what they leave.
+EMULATED_HOSTS_FILES = {
+    f'tests/{name}.py' for name in (
+        'benchmarks/test_benchmark_harness', 'benchmarks/test_fault_injection',
+        'benchmarks/test_network_benchmark', 'benchmarks/test_scaling',
+        'benchmarks/test_stragglers', 'cluster/test_emulated_hosts', 'cluster/test_jobset',
+        'cluster/test_launch', 'cluster/test_silent_tasks', 'end_to_end/test_eight_workers')}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (-n N), each test is a unit of work for any worker, except the
+    tests of EMULATED_HOSTS_FILES: one unit, run one test after another on one worker, so
+    no test sees another's hosts (and two emulated clusters never share the cores)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EmulatedHostsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return ('emulated hosts' if nodeid.split('::', 1)[0] in EMULATED_HOSTS_FILES
+                    else nodeid)
+
+    return EmulatedHostsTogether(config, log)

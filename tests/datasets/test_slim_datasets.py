@@ -399,8 +399,9 @@ def test_download_url_and_uncompress_on_file_urls(tmp_path):
     assert not (tmp_path / 'escaped.txt').exists()
 
 
-@pytest.mark.parametrize('url', [closed_port_url('x.tar.gz'), 'file:///nowhere/x.tar.gz'])
-def test_a_failed_download_is_one_line_naming_the_url(url, tmp_path):
+@pytest.mark.parametrize('where', ['closed_port', 'missing_file'])
+def test_a_failed_download_is_one_line_naming_the_url(where, tmp_path):
+    url = closed_port_url('x.tar.gz') if where == 'closed_port' else 'file:///nowhere/x.tar.gz'
     with pytest.raises(dataset_utils.DownloadError) as excinfo:
         dataset_utils.download_url(url, str(tmp_path))
     assert error_message(excinfo).startswith(f'cannot download {url}: ')

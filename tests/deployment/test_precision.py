@@ -401,6 +401,7 @@ def _assert_float32_checkpoint(train_dir):
     assert set(dtypes.values()) == {tf.float32}
 
 
+@pytest.mark.slow  # Trains and evaluates 6 runs (13 s).
 def test_checkpoints_of_each_precision_evaluate_and_resume_in_the_others(
         digits_dir, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger='absl')
