@@ -26,9 +26,9 @@ workers that share cores, the transfers' copies and sums take the cores backprop
 From these and the bytes of the step (sizing_figures.step_traffics: the same traffic model
 as --link_gbps), it predicts the step on each limited link (slim_deploy.deployment.sizing's
 model of the mode; MultiWorkerMirroredStrategy's ring is collective's, and
-ParameterServerStrategy's workers are asynchronous ps workers moving the same bytes: each
-reads every variable once per step and sends its gradient, its penalty applied on the ps
-task) at the rate the
+ParameterServerStrategy's workers are asynchronous ps workers moving deploy()'s bytes,
+although they read each penalized weight a second time per step, for its penalty, which the
+plan does not count) at the rate the
 tensors' bytes get: the link's rate times PAYLOAD_SHARE, as tc counts whole Ethernet frames
 of which TCP's payload is 1,448 of 1,514 bytes. What this checks is the planner's account
 of the network: what slower links add to a step, and how much of it backprop hides. A run

@@ -320,83 +320,59 @@ class SlimLayer(tf_keras.layers.Layer):
     """A Keras layer computing `loss_fn(images, labels)`, a network built as slim's are
     (tf.compat.v1.get_variable under variable scopes), through TensorFlow's shim for such
     code in TensorFlow 2 (track_tf1_style_variables): its variables are made at the first
-    call, by the strategy whose scope that call is in, and reused after. The regularizers
-    the network gives its variables are kept out of the loss: `regularizers` holds them,
-    {name of the variable or of each of its parts: its regularizer}, for
-    PenalizedMomentum to apply where the variable is."""
+    call, by the strategy whose scope that call is in, and reused after; `losses` holds the
+    penalties of the last call (the regularizers slim's arg_scope gives the weights)."""
 
     def __init__(self, loss_fn):
         super().__init__()
         self._loss_fn = loss_fn
         self._made = {}
-        self.regularizers = {}
 
     @tf2.compat.v1.keras.utils.track_tf1_style_variables
     def call(self, images, labels):
         with tf.variable_scope(tf.get_variable_scope(), custom_getter=self._variable):
             return self._loss_fn(images, labels)
 
-    def _variable(self, getter, name, *args, regularizer=None, **kwargs):
+    def _variable(self, getter, name, *args, **kwargs):
         """Variable `name`, made at its first request (in parts, a ShardedVariable, if the
         strategy's partitioner splits it) and the same after: the shim's own reuse fails on
         a ShardedVariable (it has no get_shape())."""
         if name not in self._made:
-            variable = self._made[name] = getter(name, *args, **kwargs)
-            if regularizer is not None:
-                for part in getattr(variable, 'variables', [variable]):
-                    self.regularizers[part.name] = regularizer
+            self._made[name] = getter(name, *args, **kwargs)
         return self._made[name]
-
-
-class PenalizedMomentum(tf_keras.optimizers.SGD):
-    """optimizer()'s momentum SGD in Keras (the same update: accumulation = momentum x
-    accumulation + gradient, variable -= learning rate x accumulation, as v = momentum x v -
-    learning rate x gradient, variable += v), adding to each variable's gradient its penalty's
-    (`regularizers`: {variable name: regularizer}, SlimLayer's) where the update runs, on the
-    variable's ps task. In the loss, the penalty would read each weight a second time per
-    step and bring it across the network (the forward pass reads it once); deploy() reads a
-    variable once per step (its caching device), and so does this."""
-
-    def __init__(self, regularizers):
-        super().__init__(LEARNING_RATE, momentum=MOMENTUM, jit_compile=False)
-        self._regularizers = regularizers
-
-    def update_step(self, gradient, variable):
-        regularizer = self._regularizers.get(variable.name)
-        if regularizer is not None:
-            value = tf2.convert_to_tensor(variable)
-            with tf2.GradientTape() as tape:
-                tape.watch(value)
-                penalty = regularizer(value)
-            gradient += tape.gradient(penalty, value)
-        return super().update_step(gradient, variable)
 
 
 def coordinator_trainer(args, role):
     """The coordinator of ParameterServerStrategy, task 'chief:0' of role['cluster'] (its
     'worker' and 'ps' tasks serve; serve_task), in TensorFlow 2 (eagerly; the workers run
-    its step as a tf.function): momentum SGD (PenalizedMomentum) of the network each worker
-    builds on --batch_size synthetic images of its own (synthetic_values, the same as the
-    other trainers'; no --dataset_name), the variables round-robin over the ps tasks, in
-    parts when role['variable_partition_min_mb'] says so: MinSizePartitioner, the same parts
-    (it is min_max_variable_partitioner's rule). The network is nets_factory's, slim's
-    layers, through SlimLayer; its loss is the data loss alone (the penalties are applied on
-    the ps tasks). Float32 only."""
+    its step as a tf.function): momentum SGD of the network each worker builds on
+    --batch_size synthetic images of its own (synthetic_values, the same as the other
+    trainers'; no --dataset_name), the variables round-robin over the ps tasks, in parts when
+    role['variable_partition_min_mb'] says so: MinSizePartitioner, the same parts (it is
+    min_max_variable_partitioner's rule). The network is nets_factory's, slim's layers,
+    through SlimLayer; the loss is the data loss plus the penalties, as deploy()'s; Keras's
+    SGD with momentum is MomentumOptimizer's update (v = momentum x v - learning rate x
+    gradient, variable += v, the same as accumulation = momentum x accumulation + gradient,
+    variable -= learning rate x accumulation). Each step reads a penalized weight twice from
+    its ps task, for the forward pass and for its penalty (TensorFlow 2 has no caching
+    device, with which deploy() reads it once). Float32 only."""
     task = ClusterTask(role['cluster'], 'chief', 0)
     size = builders.partition_bytes(role.get('variable_partition_min_mb', 0))
+    partitioner = (tf2.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=size, max_shards=task.num_ps_tasks) if size else None)
     strategy = tf2.distribute.experimental.ParameterServerStrategy(
         tf2.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(task.cluster), task_type=task.task_type,
             task_id=task.task_index, rpc_layer='grpc'),
-        variable_partitioner=size and tf2.distribute.experimental.partitioners.MinSizePartitioner(
-            min_shard_bytes=size, max_shards=task.num_ps_tasks) or None)
+        variable_partitioner=partitioner)
     coordinator = tf2.distribute.coordinator.ClusterCoordinator(strategy)
     inputs = Inputs(args)
     image_size = inputs.network_fn.default_image_size
     network = SlimLayer(inputs.loss)
     with strategy.scope():
         network(*synthetic_values(1, image_size))  # Makes the variables.
-        train_optimizer = PenalizedMomentum(network.regularizers)
+        train_optimizer = tf_keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM,
+                                                  jit_compile=False)
         train_optimizer.build(network.trainable_weights)
     batches = iter(coordinator.create_per_worker_dataset(lambda: tf2.data.Dataset.from_tensors(
         synthetic_values(args.batch_size, image_size)).repeat()))
@@ -405,7 +381,7 @@ def coordinator_trainer(args, role):
     def worker_step(batches):
         def replica_step(images, labels):
             with tf2.GradientTape() as tape:
-                loss = network(images, labels)
+                loss = tf2.add_n([network(images, labels)] + network.losses)
             variables = network.trainable_weights
             train_optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
             return loss
