@@ -312,13 +312,13 @@ def table(results):
     r = results
     lines = [f"{r['model_name']}, batch {r['batch_size']} per worker, momentum SGD, "
              f"{r['workers']} workers on emulated hosts (a host per task), synthetic images, "
-             f"{', '.join(r['precision'])} math (MultiWorkerMirroredStrategy: float32); "
+             f"{', '.join(r['precision'])} math (tf.distribute's: float32); "
              f"TensorFlow {r['tensorflow']}",
              f"{r['steps']} timed steps per round after {r['warmup_steps']} warm-up steps, "
              f"medians of {r['rounds']} round(s)"]
     for rate, link in r['links'].items():
         lines += ['', f"links of {rate} ({link['link_gbps']:g} Gbit/s each way)",
-                  f"{'setup':<38} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
+                  f"{'setup':<48} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
                   f"{'vs MWMS':>8} {'bound':>9}  {'busiest link':<42} {'step/bound':>10}"]
         notes = []
         baseline = link['setups'].get(BASELINE, {}).get('label')
@@ -356,7 +356,7 @@ def setup_row(setup, ratio, notes):
             over += ' !'
             notes.append(f"! {setup['label']}: a round's step time is below the bound: the "
                          'plan or the measurement is wrong')
-    return (f"{setup['label']:<38} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
+    return (f"{setup['label']:<48} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
             f"{setup['sec_per_step']:>9.3f} {'-' if ratio is None else f'{ratio:.3f}':>8} "
             f"{bound:>9}  {busiest:<42} {over:>10}")
 
