@@ -2,8 +2,9 @@
 
     python -m benchmarks.network [--model_name lenet] [--workers 2] [--num_ps_tasks 1]
         [--link_bandwidth 1gbit,10gbit] [--setups parameter_server,prefetch_reads,
-        sync_replicas,collective,multi_worker_mirrored] [--precision float32,bfloat16]
-        [--gradient_compression none,bfloat16]
+        sync_replicas,collective,multi_worker_mirrored,parameter_server_strategy]
+        [--precision float32,bfloat16] [--gradient_compression none,bfloat16]
+        [--variable_partition_min_mb 0,1]
         [--batch_size 32] [--steps 20] [--warmup_steps 5] [--rounds 5]
         [--all_reduce_pack_bytes N] [--json]
 
@@ -26,13 +27,21 @@ clone; 10 classes):
   collective         --workers workers all-reducing the gradients (deploy()'s
                      variable_update='collective', packs of --all_reduce_pack_bytes)
   multi_worker_mirrored  tf.distribute's MultiWorkerMirroredStrategy on --workers workers
+  parameter_server_strategy  tf.distribute's ParameterServerStrategy: --num_ps_tasks ps
+                     tasks hold the variables, a coordinator on a host of its own schedules
+                     steps on --workers workers with a ClusterCoordinator, asynchronous
+                     (trainers.coordinator_trainer: the same network and update)
 
-Each setup but MultiWorkerMirroredStrategy (float32 only) runs once per --precision (its math)
-and --gradient_compression (the dtype its gradients cross the links in: DeploymentConfig's
-gradient_compression); a run with 16-bit gradients is named '<setup>:<dtype>'
-('collective:bfloat16') and labelled '<label>, <dtype> gradients', one with 16-bit math
-'<setup>[:<dtype>]@<precision>' ('sync_replicas:bfloat16@bfloat16'), labelled '<label>[, <dtype>
-gradients], <precision> math'.
+Each setup but tf.distribute's (TF_DISTRIBUTE: float32 only) runs once per --precision (its
+math) and --gradient_compression (the dtype its gradients cross the links in:
+DeploymentConfig's gradient_compression); a run with 16-bit gradients is named
+'<setup>:<dtype>' ('collective:bfloat16') and labelled '<label>, <dtype> gradients', one with
+16-bit math '<setup>[:<dtype>]@<precision>' ('sync_replicas:bfloat16@bfloat16'), labelled
+'<label>[, <dtype> gradients], <precision> math'. Each setup with ps tasks runs once per size of
+--variable_partition_min_mb too (0: the variables whole), each variable in parts of about
+that many MB, at most one per ps task (train_image_classifier's --variable_partition_min_mb;
+ParameterServerStrategy's MinSizePartitioner, the same parts): a run in parts is named
+'<name>/<size>mb' ('parameter_server/1mb') and labelled '<label>, parts of <size> MB'.
 
 Per bandwidth of --link_bandwidth, in turn: the setups' clusters start one after another
 (each start-up alone on the machine), all stay warm and run --warmup_steps untimed steps
@@ -72,6 +81,7 @@ verbosity.start()  # Before TensorFlow is imported.
 import argparse  # noqa: E402
 import collections  # noqa: E402
 import contextlib  # noqa: E402
+from math import isfinite  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -79,7 +89,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 
 from benchmarks import harness, trainers  # noqa: E402
 from benchmarks.harness import at_least, names_in  # noqa: E402
-from slim_deploy.cluster import emulated_hosts, launch  # noqa: E402
+from slim_deploy.cluster import emulated_hosts, launch, shape  # noqa: E402
 from slim_deploy.deployment import compression, network_traffic, precision  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 
@@ -98,8 +108,29 @@ SETUPS = {
     'collective': Setup('collective', 'collective', False),
     'multi_worker_mirrored': Setup('MultiWorkerMirroredStrategy', 'multi_worker_mirrored',
                                    False),
+    'parameter_server_strategy': Setup('ParameterServerStrategy', 'parameter_server_strategy',
+                                       False),
 }
 BASELINE = 'multi_worker_mirrored'
+TF_DISTRIBUTE = ('multi_worker_mirrored', 'parameter_server_strategy')  # Float32 alone.
+WITH_PS = ('ps_worker', 'parameter_server_strategy')  # The trainers kinds with ps tasks.
+COORDINATOR = 'chief:0'  # ParameterServerStrategy's task of its own.
+
+
+def add_partition_option(parser):
+    """Adds --variable_partition_min_mb to argparse `parser`: comma-separated part sizes in
+    MB, each >= 0 (default 0: whole), each setup with ps tasks running with each."""
+    def sizes(text):
+        listed = [at_least(0, float)(part.strip()) for part in text.split(',') if part.strip()]
+        if not listed or not all(map(isfinite, listed)):
+            raise argparse.ArgumentTypeError(f'{text!r} is not a list of sizes in MB')
+        return list(dict.fromkeys(listed))
+
+    parser.add_argument('--variable_partition_min_mb', type=sizes, default=[0.0],
+                        help='comma-separated part sizes in MB (0: whole); each setup with ps '
+                             "tasks runs with each, the variables in parts of about that size, "
+                             'at most one per ps task, as train_image_classifier splits them '
+                             '(default 0)')
 
 
 def link_rates(text):
@@ -115,53 +146,74 @@ def link_rates(text):
     return rates
 
 
-def run_name(setup, compressed, math):
+def run_name(setup, compressed, math, partition_mb=0):
     """The name of the run of `setup` (a key of SETUPS) with gradients `compressed` (a name
-    of compression.COMPRESSIONS) and `math` (of precision.PRECISIONS): '<setup>', then
-    ':<compressed>' unless 'none' and '@<math>' unless 'float32'."""
+    of compression.COMPRESSIONS), `math` (of precision.PRECISIONS) and variables in parts of
+    about `partition_mb` MB (0: whole): '<setup>', then ':<compressed>' unless 'none',
+    '@<math>' unless 'float32' and '/<partition_mb>mb' unless 0."""
     return (setup + (f':{compressed}' if compressed != 'none' else '') +
-            (f'@{math}' if math != 'float32' else ''))
+            (f'@{math}' if math != 'float32' else '') +
+            (f'/{partition_mb:g}mb' if partition_mb else ''))
 
 
 def setup_of(name):
     """The Setup of run `name` (see run_name)."""
-    return SETUPS[name.partition('@')[0].partition(':')[0]]
+    return SETUPS[name.partition('/')[0].partition('@')[0].partition(':')[0]]
 
 
 def compression_of(name):
     """The gradient compression of run `name` (see run_name)."""
-    return name.partition('@')[0].partition(':')[2] or 'none'
+    return name.partition('/')[0].partition('@')[0].partition(':')[2] or 'none'
 
 
 def precision_of(name):
     """The math of run `name` (see run_name)."""
-    return name.partition('@')[2] or 'float32'
+    return name.partition('/')[0].partition('@')[2] or 'float32'
+
+
+def partition_of(name):
+    """The part size of run `name`'s variables in MB (see run_name; 0: whole)."""
+    return float(name.partition('/')[2].removesuffix('mb') or 0)
 
 
 def ps_tasks(args, name):
     """The ps tasks of run `name`'s cluster."""
-    return args.num_ps_tasks if setup_of(name).kind == 'ps_worker' else 0
+    return args.num_ps_tasks if setup_of(name).kind in WITH_PS else 0
+
+
+def tasks_of(args, name):
+    """The tasks of run `name`'s cluster: its ps tasks, workers and, for
+    ParameterServerStrategy, its coordinator (COORDINATOR), each on an emulated host."""
+    coordinator = [COORDINATOR] if setup_of(name).kind == 'parameter_server_strategy' else []
+    return ([f'ps:{index}' for index in range(ps_tasks(args, name))] +
+            [f'worker:{index}' for index in range(args.workers)] + coordinator)
 
 
 def label(args, name):
-    """'parameter_server async, 1 ps', 'collective, bfloat16 gradients, bfloat16 math': run
-    `name`'s label."""
+    """'parameter_server async, 1 ps', 'collective, bfloat16 gradients, bfloat16 math',
+    'ParameterServerStrategy, 4 ps, parts of 1 MB': run `name`'s label."""
     tasks, gradients, math = ps_tasks(args, name), compression_of(name), precision_of(name)
+    parts = partition_of(name)
     return (setup_of(name).label + (f', {tasks} ps' if tasks else '') +
             (f', {gradients} gradients' if gradients != 'none' else '') +
-            (f', {math} math' if math != 'float32' else ''))
+            (f', {math} math' if math != 'float32' else '') +
+            (f', parts of {parts:g} MB' if parts else ''))
 
 
 def start_setup(processes, hosts, args, name, link_gbps):
     """Starts run `name`'s tasks, each on its emulated host of `hosts` (its ps tasks
-    first); returns its workers (of harness.Processes `processes`). link_gbps: the links'
-    Gbit/s that the workers' step bound is reported for (None: no report)."""
+    first); returns the processes that train and reply (of harness.Processes
+    `processes`): its workers, or ParameterServerStrategy's coordinator, started after its
+    workers and ps tasks, which then only serve. link_gbps: the links' Gbit/s that the
+    workers' step bound is reported for (None: no report; none for ParameterServerStrategy,
+    whose steps are functions the plan does not read)."""
     setup = setup_of(name)
     cluster = launch.emulated_cluster_spec(hosts, ps_tasks(args, name), args.workers)
     role = dict(kind=setup.kind, precision=precision_of(name), xla=False, cluster=cluster,
                 devices=['/device:CPU:0'], cpu_devices=None,
                 gradient_compression=compression_of(name),
-                prefetch_reads=setup.prefetch_reads)
+                prefetch_reads=setup.prefetch_reads,
+                variable_partition_min_mb=partition_of(name))
 
     def start(task, task_role):
         return processes.start(f'{label(args, name)} {task}', harness.role_command(
@@ -169,6 +221,11 @@ def start_setup(processes, hosts, args, name, link_gbps):
 
     for index in range(ps_tasks(args, name)):
         start(f'ps:{index}', dict(role, kind='ps', index=index))
+    if setup.kind == 'parameter_server_strategy':
+        cluster['chief'] = [f'{hosts[launch.emulated_host(COORDINATOR)].fqdn}:{shape.PORT}']
+        for index in range(args.workers):
+            start(f'worker:{index}', dict(role, kind='worker', index=index))
+        return [start(COORDINATOR, role)]
     workers = []
     for index in range(args.workers):
         workers.append(start(f'worker:{index}', dict(
@@ -195,7 +252,7 @@ def measure_link(args, rate, link_gbps, log):
         directory = stack.enter_context(tempfile.TemporaryDirectory())
         for name in args.setups:  # In turn: each start-up alone on the machine.
             hosts = stack.enter_context(emulated_hosts.EmulatedHosts(
-                launch.emulated_host_names(ps_tasks(args, name), args.workers),
+                [launch.emulated_host(task) for task in tasks_of(args, name)],
                 domain=launch.HOSTS_DOMAIN, bandwidth=rate))
             processes[name] = harness.Processes(directory, args.timeout_secs, hosts)
             stack.callback(processes[name].close)
@@ -204,7 +261,7 @@ def measure_link(args, rate, link_gbps, log):
             if setup_of(name).sync_replicas:
                 global_steps[name] = max(reply['global_step'] for reply in first)
             results[name] = dict(
-                label=label(args, name), processes=args.workers + ps_tasks(args, name),
+                label=label(args, name), processes=len(tasks_of(args, name)),
                 loss_first=first[0]['ready'], startup=first[0]['startup'],
                 network=first[0].get('network'),
                 bound_secs=first[0].get('network', {}).get('bound_secs'))
@@ -255,13 +312,13 @@ def table(results):
     r = results
     lines = [f"{r['model_name']}, batch {r['batch_size']} per worker, momentum SGD, "
              f"{r['workers']} workers on emulated hosts (a host per task), synthetic images, "
-             f"{', '.join(r['precision'])} math (MultiWorkerMirroredStrategy: float32); "
+             f"{', '.join(r['precision'])} math (tf.distribute's: float32); "
              f"TensorFlow {r['tensorflow']}",
              f"{r['steps']} timed steps per round after {r['warmup_steps']} warm-up steps, "
              f"medians of {r['rounds']} round(s)"]
     for rate, link in r['links'].items():
         lines += ['', f"links of {rate} ({link['link_gbps']:g} Gbit/s each way)",
-                  f"{'setup':<38} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
+                  f"{'setup':<48} {'images/sec':>10} {'spread':>7} {'sec/step':>9} "
                   f"{'vs MWMS':>8} {'bound':>9}  {'busiest link':<42} {'step/bound':>10}"]
         notes = []
         baseline = link['setups'].get(BASELINE, {}).get('label')
@@ -269,7 +326,7 @@ def table(results):
             lines.append(setup_row(setup, link['ratios'].get(f"{setup['label']} / {baseline}"),
                                    notes))
         advice = next((setup['network']['advice'] for setup in link['setups'].values()
-                       if setup['network']['advice']), None)
+                       if setup['network'] and setup['network']['advice']), None)
         if advice:
             notes.append(f'plan: {advice}')
         lines += notes
@@ -287,8 +344,9 @@ def setup_row(setup, ratio, notes):
     network = setup['network']
     if setup['bound_secs'] is None:
         bound = busiest = over = '-'
-        notes.append(f"{setup['label']}: no bound: network_traffic.step_traffic does not count "
-                     f"its {', '.join(network['uncounted'])} ops")
+        notes.append(f"{setup['label']}: no bound: " + (
+            f"network_traffic.step_traffic does not count its {', '.join(network['uncounted'])} "
+            'ops' if network else 'its steps are functions the plan does not read'))
     else:
         bound = network_traffic.human_seconds(setup['bound_secs'])
         busiest = (f"{' & '.join(network['busiest'])} "
@@ -298,7 +356,7 @@ def setup_row(setup, ratio, notes):
             over += ' !'
             notes.append(f"! {setup['label']}: a round's step time is below the bound: the "
                          'plan or the measurement is wrong')
-    return (f"{setup['label']:<38} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
+    return (f"{setup['label']:<48} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
             f"{setup['sec_per_step']:>9.3f} {'-' if ratio is None else f'{ratio:.3f}':>8} "
             f"{bound:>9}  {busiest:<42} {over:>10}")
 
@@ -323,27 +381,29 @@ def parse_args(argv=None):
     parser.add_argument('--precision', type=names_in(precision.PRECISIONS.names),
                         default=['float32'],
                         help='comma-separated: ' + ', '.join(precision.PRECISIONS) +
-                             '; each setup but MultiWorkerMirroredStrategy (float32) runs '
+                             "; each setup but tf.distribute's (float32) runs "
                              'with each; with ps tasks and 16-bit gradients a 16-bit '
                              'precision sends the variable reads in 16 bits too (default '
                              'float32)')
     parser.add_argument('--gradient_compression', type=names_in(compression.COMPRESSIONS.names),
                         default=['none'],
                         help='comma-separated: ' + ', '.join(compression.COMPRESSIONS) +
-                             "; each setup but MultiWorkerMirroredStrategy runs with each "
-                             '(default none)')
+                             "; each setup but tf.distribute's runs with each (default none)")
+    add_partition_option(parser)
     trainers.add_options(parser, steps=20, warmup_steps=5, rounds=5)
     parser.set_defaults(dataset_name=None, dataset_dir=None)  # Synthetic data (trainers).
     args = parser.parse_args(argv)
-    with_ps = [name for name in SETUPS if SETUPS[name].kind == 'ps_worker']
+    with_ps = [name for name in SETUPS if SETUPS[name].kind in WITH_PS]
     if args.setups is None:
         args.setups = [name for name in SETUPS if args.num_ps_tasks or name not in with_ps]
     wanting = [name for name in args.setups if name in with_ps]
     if wanting and not args.num_ps_tasks:
         parser.error(f'--setups {",".join(wanting)} needs --num_ps_tasks >= 1')
-    args.setups = [run_name(name, compressed, math) for name in args.setups
-                   for math in (['float32'] if name == BASELINE else args.precision)
-                   for compressed in (['none'] if name == BASELINE else args.gradient_compression)]
+    args.setups = [run_name(name, compressed, math, size) for name in args.setups
+                   for math in (['float32'] if name in TF_DISTRIBUTE else args.precision)
+                   for compressed in (['none'] if name in TF_DISTRIBUTE
+                                      else args.gradient_compression)
+                   for size in (args.variable_partition_min_mb if name in with_ps else [0])]
     if not args.role:
         harness.require_emulated_hosts(parser)
     return args

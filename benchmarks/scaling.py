@@ -2,16 +2,19 @@
 
     python -m benchmarks.scaling [--model_name lenet] [--workers 2,4,8]
         [--link_bandwidth 250mbit,1gbit] [--setups parameter_server,sync_replicas,collective]
-        [--num_ps_tasks 2] [--gradient_compression none,bfloat16] [--overlap 0.5]
+        [--num_ps_tasks 2] [--variable_partition_min_mb 0,1]
+        [--gradient_compression none,bfloat16] [--overlap 0.5]
         [--batch_size 32] [--steps 10] [--warmup_steps 3] [--rounds 1] [--json]
 
 For each number of workers (--workers) and each setup of benchmarks.network (by its names:
-parameter_server, asynchronous; sync_replicas; collective; multi_worker_mirrored), each but
-the last once per --gradient_compression (the dtype its gradients cross the links in), a
-cluster of that many workers (and --num_ps_tasks ps tasks for the first two) trains
---model_name on emulated hosts, one host per task, as benchmarks.network runs it (needs
-root): first on links without a limit, then on links of each --link_bandwidth, a cluster of
-its own each time.
+parameter_server, asynchronous; sync_replicas; collective; multi_worker_mirrored;
+parameter_server_strategy), each but tf.distribute's once per --gradient_compression (the
+dtype its gradients cross the links in), and each with ps tasks (the first two and the last)
+once per --variable_partition_min_mb (the variables whole for 0, else in parts of about that
+many MB, at most one per ps task), a cluster of that many workers (and --num_ps_tasks ps
+tasks) trains --model_name on emulated hosts, one host per task, as benchmarks.network runs
+it (needs root): first on links without a limit, then on links of each --link_bandwidth, a
+cluster of its own each time.
 
 Emulated hosts share this machine's cores, so a worker's compute grows with the number of
 workers. The planner assumes a host per worker; it is given, for each setup and number of
@@ -22,7 +25,10 @@ share of backprop and the sending of its gradients that run at once (sizing.Comp
 workers that share cores, the transfers' copies and sums take the cores backprop needs).
 From these and the bytes of the step (sizing_figures.step_traffics: the same traffic model
 as --link_gbps), it predicts the step on each limited link (slim_deploy.deployment.sizing's
-model of the mode; MultiWorkerMirroredStrategy's ring is collective's) at the rate the
+model of the mode; MultiWorkerMirroredStrategy's ring is collective's, and
+ParameterServerStrategy's workers are asynchronous ps workers moving deploy()'s bytes,
+although they read each penalized weight a second time per step, for its penalty, which the
+plan does not count) at the rate the
 tensors' bytes get: the link's rate times PAYLOAD_SHARE, as tc counts whole Ethernet frames
 of which TCP's payload is 1,448 of 1,514 bytes. What this checks is the planner's account
 of the network: what slower links add to a step, and how much of it backprop hides. A run
@@ -37,10 +43,12 @@ measured over predicted, and the scaling efficiency measured and predicted (c ov
 the share of the workers' compute the cluster turns into training at that size, 1: the links
 cost nothing). A prediction is within the target when measured over predicted lies in
 [1 - TOLERANCE, 1 + TOLERANCE]; the last line counts them. --json prints one object instead:
-`model_name`, `batch_size`, `num_ps_tasks`, `steps`, `warmup_steps`, `rounds`,
+`model_name`, `batch_size`, `num_ps_tasks`, `variable_partition_min_mb` (the sizes),
+`steps`, `warmup_steps`, `rounds`,
 `alone_secs` (one worker's step alone here), `forward_fraction`, `overlap`,
 `compression_seconds_per_byte` ({compression: seconds}), `payload_share`, `tolerance`,
-`seconds` and `points`: [{`workers`, `setup`, `gradient_compression`, `label`,
+`seconds` and `points`: [{`workers`, `setup`, `gradient_compression`,
+`variable_partition_min_mb`, `label`,
 `compute_secs` (what the planner was given), `unlimited_secs` (the step on unlimited links),
 `link_bandwidth`, `link_gbps`, `measured_secs`, `predicted_secs`, `ratio`,
 `scaling_measured`, `scaling_predicted`, `within`}], and `within` (how many points are).
@@ -63,7 +71,7 @@ from benchmarks import harness, network, trainers  # noqa: E402
 from benchmarks.harness import at_least, names_in  # noqa: E402
 from slim_deploy.cluster import emulated_hosts  # noqa: E402
 from slim_deploy.deployment import compression, sizing  # noqa: E402
-from slim_deploy.image_classifier import sizing_figures  # noqa: E402
+from slim_deploy.image_classifier import builders, sizing_figures  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 
 PROG = f'python -m {__spec__.name}'  # Its usage's and error lines' program name.
@@ -74,32 +82,37 @@ TOLERANCE = 0.15  # Of the measured step over the predicted.
 PAYLOAD_SHARE = 1448 / 1514
 
 
-def predict(setup, traffics, compute, workers, link_gbps, ps_tasks):
+def predict(setup, traffics, compute, workers, link_gbps, ps_tasks, partition_min_bytes=0):
     """The sizing.Prediction of benchmarks.network setup `setup` on `workers` workers, from
     `traffics` ((ps step, collective step) StepTraffics), the sizing.Compute of a worker's
-    step, links of `link_gbps` Gbit/s and `ps_tasks` ps tasks."""
+    step, links of `link_gbps` Gbit/s and `ps_tasks` ps tasks, the variables in parts of
+    about `partition_min_bytes` bytes (0: whole; ps setups only)."""
     traffic = traffic_of(setup, traffics)
-    if setup == 'parameter_server':
-        return sizing.asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks)
+    if setup in ('parameter_server', 'parameter_server_strategy'):
+        return sizing.asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
+                                      partition_min_bytes=partition_min_bytes)
     if setup == 'sync_replicas':
-        return sizing.synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks)
+        return sizing.synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
+                                     partition_min_bytes=partition_min_bytes)
     return sizing.collective(traffic, compute, workers, link_gbps)
 
 
 def traffic_of(setup, traffics):
     """The StepTraffic of `setup`'s step of `traffics` ((ps step, collective step))."""
     ps_traffic, collective_traffic = traffics
-    return ps_traffic if network.SETUPS[setup].kind == 'ps_worker' else collective_traffic
+    return ps_traffic if network.SETUPS[setup].kind in network.WITH_PS else collective_traffic
 
 
-def point(workers, setup, compressed, label, compute, unlimited, rate, link_gbps, measured,
-          prediction):
-    """The JSON-able result of one measured point: `setup` with gradients `compressed`
-    (`label`) on `workers` workers and links of `rate` (`link_gbps` Gbit/s), its step
-    measured in `measured` seconds against sizing.Prediction `prediction`, predicted from the
-    `compute` seconds of a step; `unlimited`: its step on unlimited links."""
+def point(workers, setup, compressed, partition_mb, label, compute, unlimited, rate, link_gbps,
+          measured, prediction):
+    """The JSON-able result of one measured point: `setup` with gradients `compressed` and
+    the variables in parts of about `partition_mb` MB (0: whole) (`label`) on `workers`
+    workers and links of `rate` (`link_gbps` Gbit/s), its step measured in `measured`
+    seconds against sizing.Prediction `prediction`, predicted from the `compute` seconds of
+    a step; `unlimited`: its step on unlimited links."""
     ratio = measured / prediction.seconds
     return {'workers': workers, 'setup': setup, 'gradient_compression': compressed,
+            'variable_partition_min_mb': partition_mb,
             'label': label, 'compute_secs': compute, 'unlimited_secs': unlimited,
             'link_bandwidth': rate, 'link_gbps': link_gbps,
             'measured_secs': measured, 'predicted_secs': prediction.seconds, 'ratio': ratio,
@@ -123,16 +136,17 @@ def benchmark(args, log):
                 for compressed in args.gradient_compression}
     points = []
     for workers in args.workers:
-        uncompressed = {}  # {setup: its float32 run's step on unlimited links}.
-        for setup, compressed in args.runs:
-            name = network.run_name(setup, compressed, 'float32')
+        # {(setup, part size): its float32 run's step on unlimited links}.
+        uncompressed = {}
+        for setup, compressed, partition_mb in args.runs:
+            name = network.run_name(setup, compressed, 'float32', partition_mb)
             size = argparse.Namespace(**{**vars(args), 'workers': workers, 'setups': [name]})
             unlimited = network.measure_link(size, None, None, log)['setups'][name]['sec_per_step']
+            plain = uncompressed.get((setup, partition_mb))
             if compressed == 'none':
-                compute = uncompressed[setup] = unlimited
-            elif setup in uncompressed:  # As plan_cluster plans 16-bit gradients.
-                sharing = uncompressed[setup] / alone.seconds
-                compute = uncompressed[setup] + sharing * sizing.compression_seconds(
+                compute = uncompressed[setup, partition_mb] = unlimited
+            elif plain:  # As plan_cluster plans 16-bit gradients.
+                compute = plain + plain / alone.seconds * sizing.compression_seconds(
                     traffic_of(setup, traffics[compressed]), per_byte[compressed])
             else:
                 compute = unlimited
@@ -140,15 +154,17 @@ def benchmark(args, log):
             for rate, link_gbps in args.link_bandwidth.items():
                 measured = network.measure_link(size, rate, link_gbps, log)['setups'][name]
                 prediction = predict(setup, traffics[compressed], given, workers,
-                                     link_gbps * PAYLOAD_SHARE, args.num_ps_tasks)
-                points.append(point(workers, setup, compressed, measured['label'], compute,
-                                    unlimited, rate, link_gbps, measured['sec_per_step'],
-                                    prediction))
+                                     link_gbps * PAYLOAD_SHARE, args.num_ps_tasks,
+                                     builders.partition_bytes(partition_mb))
+                points.append(point(workers, setup, compressed, partition_mb, measured['label'],
+                                    compute, unlimited, rate, link_gbps,
+                                    measured['sec_per_step'], prediction))
                 log(f"{rate}, {workers} workers, {measured['label']}: "
                     f"{measured['sec_per_step']:.3f} s per step, predicted "
                     f'{prediction.seconds:.3f} s')
     return {'model_name': args.model_name, 'batch_size': args.batch_size,
-            'num_ps_tasks': args.num_ps_tasks, 'steps': args.steps,
+            'num_ps_tasks': args.num_ps_tasks,
+            'variable_partition_min_mb': args.variable_partition_min_mb, 'steps': args.steps,
             'warmup_steps': args.warmup_steps, 'rounds': args.rounds,
             'alone_secs': alone.seconds, 'forward_fraction': forward_fraction,
             'overlap': args.overlap, 'compression_seconds_per_byte': per_byte,
@@ -188,7 +204,8 @@ def parse_args(argv=None):
     parser.add_argument('--workers', type=worker_counts, default=[2, 4, 8],
                         help='comma-separated numbers of workers >= 2 (default 2,4,8)')
     parser.add_argument('--num_ps_tasks', type=at_least(1), default=2,
-                        help='ps tasks of parameter_server and sync_replicas (default 2)')
+                        help='ps tasks of parameter_server, sync_replicas and '
+                             'parameter_server_strategy (default 2)')
     parser.add_argument('--link_bandwidth', type=network.link_rates,
                         default=network.link_rates('250mbit,1gbit'),
                         help="comma-separated tc rates of every host's link, each way "
@@ -203,17 +220,20 @@ def parse_args(argv=None):
     parser.add_argument('--gradient_compression', type=names_in(compression.COMPRESSIONS.names),
                         default=['none'],
                         help='comma-separated: ' + ', '.join(compression.COMPRESSIONS) +
-                             '; each setup but multi_worker_mirrored runs with each (default '
+                             "; each setup but tf.distribute's runs with each (default "
                              'none)')
+    network.add_partition_option(parser)
     trainers.add_options(parser, steps=10, warmup_steps=3, rounds=1)
     # What benchmarks.network's clusters read: synthetic data.
     parser.set_defaults(dataset_name=None, dataset_dir=None)
     args = parser.parse_args(argv)
     if 'prefetch_reads' in args.setups:
         parser.error('--setups prefetch_reads: the planner does not model prefetched reads')
-    args.runs = [(setup, compressed) for setup in args.setups
-                 for compressed in (['none'] if setup == network.BASELINE
-                                    else args.gradient_compression)]
+    args.runs = [(setup, compressed, partition_mb) for setup in args.setups
+                 for compressed in (['none'] if setup in network.TF_DISTRIBUTE
+                                    else args.gradient_compression)
+                 for partition_mb in (args.variable_partition_min_mb
+                                      if network.SETUPS[setup].kind in network.WITH_PS else [0])]
     if not args.role:
         harness.require_emulated_hosts(parser)
     return args

@@ -39,7 +39,9 @@ import statistics
 import sys
 import time
 
+import tensorflow as tf2  # TensorFlow 2's API: ParameterServerStrategy runs eagerly.
 import tensorflow.compat.v1 as tf
+import tf_keras
 
 from benchmarks import harness
 from slim_deploy.cluster.tasks import ClusterTask
@@ -53,6 +55,8 @@ WEIGHT_DECAY = 4e-5
 LEARNING_RATE = 0.01
 MOMENTUM = 0.9
 VARIABLE_UPDATES = ('parameter_server', 'replicated', 'collective')  # deploy()'s kinds.
+# The kinds of role that only serve their task of the cluster: the job they serve.
+SERVED_JOBS = ('ps', 'worker')
 # The options of the command line that a trainer reads.
 OPTIONS = ('model_name', 'batch_size', 'all_reduce_pack_bytes', 'dataset_name', 'dataset_dir',
            'intra_op_threads', 'inter_op_threads')
@@ -124,23 +128,32 @@ def synthetic_batch(batch_size, image_size):
     [batch_size] int32 in [0, NUM_CLASSES)): local variables on the current device, set by
     the local-variable initializer and read in place at every step. Seeded: every clone,
     replica and worker of every setup trains on the same examples, so their losses compare."""
-    images = tf.Variable(
-        tf.random.uniform([batch_size, image_size, image_size, 3], -1.0, 1.0, seed=1),
-        trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES], name='synthetic_images')
-    labels = tf.Variable(
-        tf.random.uniform([batch_size], maxval=NUM_CLASSES, dtype=tf.int32, seed=2),
-        trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES], name='synthetic_labels')
-    return images, labels
+    images, labels = synthetic_values(batch_size, image_size)
+    return (tf.Variable(images, trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                        name='synthetic_images'),
+            tf.Variable(labels, trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                        name='synthetic_labels'))
+
+
+def synthetic_values(batch_size, image_size):
+    """The values of synthetic_batch's images and labels, as tensors of the current graph or
+    eagerly."""
+    return (tf.random.uniform([batch_size, image_size, image_size, 3], -1.0, 1.0, seed=1),
+            tf.random.uniform([batch_size], maxval=NUM_CLASSES, dtype=tf.int32, seed=2))
 
 
 Trainer = collections.namedtuple(
-    'Trainer', ['session', 'step', 'server', 'built', 'deployment', 'global_step'],
-    defaults=[None])
+    'Trainer', ['session', 'step', 'server', 'built', 'deployment', 'global_step',
+                'coordinator'],
+    defaults=[None, None])
 Trainer.__doc__ = """What a trainer built: the session (or MonitoredSession) and the fetch that
 trains one step and returns the loss; the server kept alive with it (None: none); the
-time.time() its graph was built; the DeploymentConfig of its placement (None: one process
-of tf.distribute), which network_traffic.step_traffic reads; and for synchronous replicas,
-a fetch reading the global step once a step is done (None: not needed)."""
+time.time() its graph was built; the DeploymentConfig of its placement (None: tf.distribute's
+MirroredStrategy or ParameterServerStrategy), which network_traffic.step_traffic reads; for
+synchronous replicas, a fetch reading the global step once a step is done (None: not
+needed); and ParameterServerStrategy's ClusterCoordinator (None: none), whose trainer has no
+session and whose `step` is a function scheduling one step of every worker, returning their
+RemoteValues (the losses)."""
 
 
 def role_settings(role):
@@ -193,6 +206,8 @@ def ps_worker_trainer(args, role):
         num_clones=len(role['devices']), clone_devices=role['devices'],
         replica_id=task.task_index, num_replicas=workers, num_ps_tasks=task.num_ps_tasks,
         worker_job_name=task.task_type, prefetch_reads=role.get('prefetch_reads', False),
+        variable_partitioner=builders.partitioner(role.get('variable_partition_min_mb', 0),
+                                                  task.num_ps_tasks),
         **role_settings(role))
     train_optimizer, hooks, global_step = optimizer(role), [], None
     if role['sync_replicas']:
@@ -301,9 +316,89 @@ def strategy_trainer(args, role):
     return Trainer(session, step, server, built, deployment)
 
 
+class SlimLayer(tf_keras.layers.Layer):
+    """A Keras layer computing `loss_fn(images, labels)`, a network built as slim's are
+    (tf.compat.v1.get_variable under variable scopes), through TensorFlow's shim for such
+    code in TensorFlow 2 (track_tf1_style_variables): its variables are made at the first
+    call, by the strategy whose scope that call is in, and reused after; `losses` holds the
+    penalties of the last call (the regularizers slim's arg_scope gives the weights)."""
+
+    def __init__(self, loss_fn):
+        super().__init__()
+        self._loss_fn = loss_fn
+        self._made = {}
+
+    @tf2.compat.v1.keras.utils.track_tf1_style_variables
+    def call(self, images, labels):
+        with tf.variable_scope(tf.get_variable_scope(), custom_getter=self._variable):
+            return self._loss_fn(images, labels)
+
+    def _variable(self, getter, name, *args, **kwargs):
+        """Variable `name`, made at its first request (in parts, a ShardedVariable, if the
+        strategy's partitioner splits it) and the same after: the shim's own reuse fails on
+        a ShardedVariable (it has no get_shape())."""
+        if name not in self._made:
+            self._made[name] = getter(name, *args, **kwargs)
+        return self._made[name]
+
+
+def coordinator_trainer(args, role):
+    """The coordinator of ParameterServerStrategy, task 'chief:0' of role['cluster'] (its
+    'worker' and 'ps' tasks serve; serve_task), in TensorFlow 2 (eagerly; the workers run
+    its step as a tf.function): momentum SGD of the network each worker builds on
+    --batch_size synthetic images of its own (synthetic_values, the same as the other
+    trainers'; no --dataset_name), the variables round-robin over the ps tasks, in parts when
+    role['variable_partition_min_mb'] says so: MinSizePartitioner, the same parts (it is
+    min_max_variable_partitioner's rule). The network is nets_factory's, slim's layers,
+    through SlimLayer; the loss is the data loss plus the penalties, as deploy()'s; Keras's
+    SGD with momentum is MomentumOptimizer's update (v = momentum x v - learning rate x
+    gradient, variable += v, the same as accumulation = momentum x accumulation + gradient,
+    variable -= learning rate x accumulation). Each step reads a penalized weight twice from
+    its ps task, for the forward pass and for its penalty (TensorFlow 2 has no caching
+    device, with which deploy() reads it once). Float32 only."""
+    task = ClusterTask(role['cluster'], 'chief', 0)
+    size = builders.partition_bytes(role.get('variable_partition_min_mb', 0))
+    partitioner = (tf2.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=size, max_shards=task.num_ps_tasks) if size else None)
+    strategy = tf2.distribute.experimental.ParameterServerStrategy(
+        tf2.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec(task.cluster), task_type=task.task_type,
+            task_id=task.task_index, rpc_layer='grpc'),
+        variable_partitioner=partitioner)
+    coordinator = tf2.distribute.coordinator.ClusterCoordinator(strategy)
+    inputs = Inputs(args)
+    image_size = inputs.network_fn.default_image_size
+    network = SlimLayer(inputs.loss)
+    with strategy.scope():
+        network(*synthetic_values(1, image_size))  # Makes the variables.
+        train_optimizer = tf_keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM,
+                                                  jit_compile=False)
+        train_optimizer.build(network.trainable_weights)
+    batches = iter(coordinator.create_per_worker_dataset(lambda: tf2.data.Dataset.from_tensors(
+        synthetic_values(args.batch_size, image_size)).repeat()))
+
+    @tf2.function
+    def worker_step(batches):
+        def replica_step(images, labels):
+            with tf2.GradientTape() as tape:
+                loss = tf2.add_n([network(images, labels)] + network.losses)
+            variables = network.trainable_weights
+            train_optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        return strategy.run(replica_step, args=next(batches))
+
+    def step():
+        return [coordinator.schedule(worker_step, args=(batches,))
+                for _ in range(len(task.cluster['worker']))]
+
+    return Trainer(None, step, None, time.time(), None, coordinator=coordinator)
+
+
 TRAINERS = {'parameter_server': deploy_trainer, 'replicated': deploy_trainer,
             'ps_worker': ps_worker_trainer, 'collective': collective_trainer,
-            'mirrored': strategy_trainer, 'multi_worker_mirrored': strategy_trainer}
+            'mirrored': strategy_trainer, 'multi_worker_mirrored': strategy_trainer,
+            'parameter_server_strategy': coordinator_trainer}
 
 
 def network_bound(trainer, link_gbps):
@@ -339,18 +434,30 @@ def train(trainer, steps, until_global_step=None):
     """Runs `steps` training steps of `trainer` or, given until_global_step, steps (one at
     least) until the global step read after one (trainer.global_step) reaches it; returns
     (steps run, the last loss (None for none), the last global step read (None: none)).
-    FloatingPointError if a loss is not finite."""
+    FloatingPointError if a loss is not finite. ParameterServerStrategy's trainer
+    schedules every step of every worker at once, then waits for them all: its steps run
+    are worker steps (`steps` x workers), its loss the last scheduled one's."""
+    if trainer.coordinator is not None:
+        scheduled = [loss for _ in range(steps) for loss in trainer.step()]
+        trainer.coordinator.join()
+        return len(scheduled), finite(scheduled[-1].fetch()), None
     fetches = [trainer.step] + ([] if trainer.global_step is None else [trainer.global_step])
     ran, loss, global_step = 0, None, None
     while (ran < steps if until_global_step is None else
            not ran or global_step < until_global_step):
         results = trainer.session.run(fetches)
-        loss, ran = float(results[0]), ran + 1
+        loss, ran = finite(results[0]), ran + 1
         if trainer.global_step is not None:
             global_step = int(results[1])
-        if not math.isfinite(loss):
-            raise FloatingPointError(f'the loss is {loss}')
     return ran, loss, global_step
+
+
+def finite(loss):
+    """`loss` as a float; FloatingPointError if it is not finite."""
+    loss = float(loss)
+    if not math.isfinite(loss):
+        raise FloatingPointError(f'the loss is {loss}')
+    return loss
 
 
 def serve(args, role, started, reply, commands):
@@ -362,11 +469,12 @@ def serve(args, role, started, reply, commands):
     steps, replies {}) or {'steps': n} (replies {'start', 'end' (time.time() s), 'images',
     'loss' (the last)}); a command with 'until_global_step' runs until that global step
     instead (train()). Synchronous replicas' replies add the 'global_step' read last. A
-    'ps' task replies nothing: serve_ps()."""
-    tf.disable_eager_execution()
-    if role['kind'] == 'ps':
-        serve_ps(args, role, commands)
+    role of SERVED_JOBS replies nothing: serve_task()."""
+    if role['kind'] in SERVED_JOBS:
+        serve_task(args, role, commands)
         return
+    if role['kind'] != 'parameter_server_strategy':  # Its coordinator runs eagerly.
+        tf.disable_eager_execution()
     begun = time.time()
     trainer = TRAINERS[role['kind']](args, role)  # Its server is kept alive with it.
     initialized = time.time()
@@ -389,10 +497,12 @@ def serve(args, role, started, reply, commands):
               images=ran * args.batch_size * len(role['devices']), **progress(global_step))
 
 
-def serve_ps(args, role, commands):
-    """The work of ps task role['index']: serves the cluster's variables until `commands`
-    end (the benchmark closes its stdin), replying nothing."""
-    server = ClusterTask(role['cluster'], 'ps', role['index']).start_server(
+def serve_task(args, role, commands):
+    """The work of task role['index'] of job role['kind'] (of SERVED_JOBS): serves what the
+    cluster runs there (on a ps task the variables, on a worker of ParameterServerStrategy
+    what its coordinator schedules) until `commands` end (the benchmark closes its stdin),
+    replying nothing."""
+    server = ClusterTask(role['cluster'], role['kind'], role['index']).start_server(
         session_config(args, role, remote=True))
     for _ in commands:
         pass

@@ -2,6 +2,7 @@
 arithmetic, one run on emulated hosts, and its one-line mistakes.
 
 The made-up steps move 1 MB each way per worker: at 1 Gbit/s, 8 ms."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -37,7 +38,8 @@ COLLECTIVE_STEP = StepTraffic(
 @pytest.mark.parametrize('setup, mode', [('parameter_server', sizing.ASYNC_PS),
                                          ('sync_replicas', sizing.SYNC_PS),
                                          ('collective', sizing.COLLECTIVE),
-                                         ('multi_worker_mirrored', sizing.COLLECTIVE)])
+                                         ('multi_worker_mirrored', sizing.COLLECTIVE),
+                                         ('parameter_server_strategy', sizing.ASYNC_PS)])
 def test_each_setup_is_predicted_by_the_model_of_its_mode(setup, mode):
     prediction = scaling.predict(setup, (PS_STEP, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 1)
     assert prediction.mode == mode and prediction.workers == 4
@@ -48,21 +50,45 @@ def test_a_point_sets_the_measured_step_against_the_predicted():
     # Collective on 4 workers: the ring passes 2 x 3/4 x 1 MB, 12 ms, within backprop's 20.
     prediction = scaling.predict('collective', (PS_STEP, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 1)
     assert prediction.seconds == pytest.approx(0.030)
-    point = scaling.point(4, 'collective', 'none', 'collective', 0.030, 0.031, '1gbit', 1.0,
+    point = scaling.point(4, 'collective', 'none', 0, 'collective', 0.030, 0.031, '1gbit', 1.0,
                           0.034, prediction)
     assert point['ratio'] == pytest.approx(0.034 / 0.030) and point['within']
     assert point['scaling_measured'] == pytest.approx(0.030 / 0.034)
     assert point['scaling_predicted'] == pytest.approx(1.0)
     assert point['unlimited_secs'] == 0.031
-    assert not scaling.point(4, 'collective', 'none', 'collective', 0.030, 0.031, '1gbit', 1.0,
-                             0.0346, prediction)['within']
+    assert not scaling.point(4, 'collective', 'none', 0, 'collective', 0.030, 0.031, '1gbit',
+                             1.0, 0.0346, prediction)['within']
 
 
-def test_each_setup_but_multi_worker_mirrored_runs_with_each_compression():
-    args = scaling.parse_args(['--setups=collective,multi_worker_mirrored',
-                               '--gradient_compression=none,bfloat16'])
-    assert args.runs == [('collective', 'none'), ('collective', 'bfloat16'),
-                         ('multi_worker_mirrored', 'none')]
+def test_parts_are_predicted_for_the_ps_setups():
+    # Variables of 1 and 2 MB, in parts of 0.5 MB over 2 ps tasks: 2 parts each (one per
+    # task), so each task receives half of each gradient from each of 4 workers, 6 MB; whole,
+    # one task receives b's 2 MB from each.
+    step = dataclasses.replace(PS_STEP, groups=(
+        PsGroup('a', 0, received=(('a_gradient', MB, 2 * MB),), sent=(('a_read', MB, 2 * MB),),
+                shape=(250, 1000), dtype='float32', whole=frozenset({'a_gradient', 'a_read'})),
+        PsGroup('b', 0, received=(('b_gradient', 2 * MB, 2 * MB),),
+                sent=(('b_read', 2 * MB, 2 * MB),), shape=(500, 1000), dtype='float32',
+                whole=frozenset({'b_gradient', 'b_read'}))))
+    for setup in ('parameter_server', 'sync_replicas', 'parameter_server_strategy'):
+        whole, parts = (scaling.predict(setup, (step, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 2, size)
+                        for size in (0, MB // 2))
+        assert (whole.partition_min_bytes, parts.partition_min_bytes) == (0, MB // 2)
+        assert [link.bytes_in for link in parts.traffic.ps_tasks] == [6 * MB] * 2
+        assert max(link.bytes_in for link in whole.traffic.ps_tasks) == 8 * MB
+
+
+def test_each_setup_but_tf_distributes_runs_with_each_compression_each_with_ps_in_parts():
+    args = scaling.parse_args(['--setups=collective,multi_worker_mirrored,parameter_server,'
+                               'parameter_server_strategy', '--gradient_compression=none,bfloat16',
+                               '--variable_partition_min_mb=0,0.5'])
+    assert args.runs == [('collective', 'none', 0), ('collective', 'bfloat16', 0),
+                         ('multi_worker_mirrored', 'none', 0),
+                         ('parameter_server', 'none', 0), ('parameter_server', 'none', 0.5),
+                         ('parameter_server', 'bfloat16', 0),
+                         ('parameter_server', 'bfloat16', 0.5),
+                         ('parameter_server_strategy', 'none', 0),
+                         ('parameter_server_strategy', 'none', 0.5)]
 
 
 @pytest.mark.parametrize('argv, message', [
@@ -71,6 +97,7 @@ def test_each_setup_but_multi_worker_mirrored_runs_with_each_compression():
     (['--setups=prefetch_reads'], '--setups prefetch_reads: the planner does not model'),
     (['--link_bandwidth=fast'], 'argument --link_bandwidth: '),
     (['--overlap=1.5'], "argument --overlap: '1.5' is not a share in [0, 1]"),
+    (['--variable_partition_min_mb=1,-1'], 'argument --variable_partition_min_mb: must be >= 0'),
 ])
 def test_a_mistake_is_one_line(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
