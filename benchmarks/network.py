@@ -156,24 +156,34 @@ def run_name(setup, compressed, math, partition_mb=0):
             (f'/{partition_mb:g}mb' if partition_mb else ''))
 
 
+def parse_run_name(name):
+    """(setup, gradient compression, math, part size in MB) of run `name`: run_name's
+    arguments."""
+    rest, _, partition = name.partition('/')
+    rest, _, math = rest.partition('@')
+    setup, _, compressed = rest.partition(':')
+    return (setup, compressed or 'none', math or 'float32',
+            float(partition.removesuffix('mb') or 0))
+
+
 def setup_of(name):
     """The Setup of run `name` (see run_name)."""
-    return SETUPS[name.partition('/')[0].partition('@')[0].partition(':')[0]]
+    return SETUPS[parse_run_name(name)[0]]
 
 
 def compression_of(name):
     """The gradient compression of run `name` (see run_name)."""
-    return name.partition('/')[0].partition('@')[0].partition(':')[2] or 'none'
+    return parse_run_name(name)[1]
 
 
 def precision_of(name):
     """The math of run `name` (see run_name)."""
-    return name.partition('/')[0].partition('@')[2] or 'float32'
+    return parse_run_name(name)[2]
 
 
 def partition_of(name):
     """The part size of run `name`'s variables in MB (see run_name; 0: whole)."""
-    return float(name.partition('/')[2].removesuffix('mb') or 0)
+    return parse_run_name(name)[3]
 
 
 def ps_tasks(args, name):

@@ -200,7 +200,7 @@ class PsGroup:
         every part's ops take alike, such as the learning rate) stay as they are, so that a
         ps task holding several parts receives them once. What each part waits for and is
         waited for is the variable's (every part of a read is used where the whole was)."""
-        elements = _elements(self.shape)
+        elements = math.prod(self.shape)
 
         def share(entries, index, part_elements):
             return tuple((f'{name}/part_{index}', size * part_elements // elements, waits)
@@ -209,7 +209,7 @@ class PsGroup:
 
         groups = []
         for index, shape in enumerate(shapes):
-            part_elements = _elements(shape)
+            part_elements = math.prod(shape)
             groups.append(PsGroup(
                 f'{self.name}/part_{index}', self.task,
                 share(self.received, index, part_elements), share(self.sent, index, part_elements),
@@ -391,11 +391,6 @@ def _ps_group(op, task, received, sent, tensors):
                       and tuple(tensors[name].shape.as_list()) == shape)
     return PsGroup(op.name, task, tuple((name, *sizes) for name, sizes in received.items()),
                    tuple((name, *sizes) for name, sizes in sent.items()), shape, dtype, whole)
-
-
-def _elements(shape):
-    """The number of elements of a shape (a sequence of ints)."""
-    return math.prod(shape)
 
 
 def ps_advice(traffic):

@@ -178,14 +178,24 @@ def min_size_partitioner(min_bytes, max_parts):
 
 def partitioned_variables(graph):
     """{name: [its parts, in order]} of the variables of `graph` that tf.get_variable made in
-    parts ('name/part_0', ...): those a partitioner split."""
+    parts ('name/part_0', ...): those a partitioner split, not their optimizer slots (whose
+    parts are named 'name/part_0/Momentum', ...)."""
+    found = parts_by_variable(graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES))
+    return {name: parts for name, parts in found.items()
+            if parts[0].op.name.startswith(name + '/part_')}
+
+
+def parts_by_variable(variables):
+    """{whole variable's name: [its parts among `variables`, in order]} of the `variables`
+    that are parts of one split into parts (those with a save slice: a partitioner's parts
+    and their slots); the others are left out."""
     found = collections.defaultdict(list)
-    for variable in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES):
+    for variable in variables:
         whole = variable._get_save_slice_info()
-        if whole and variable.op.name.startswith(whole.full_name + '/part_'):
+        if whole:
             found[whole.full_name].append(variable)
-    return {name: sorted(found[name], key=lambda part: part._get_save_slice_info().var_offset)
-            for name in found}
+    return {name: sorted(parts, key=lambda part: part._get_save_slice_info().var_offset)
+            for name, parts in found.items()}
 
 
 def placement_plan(config, graph=None, link_gbps=None, fetches=None):

@@ -13,6 +13,7 @@ import tf_slim as slim
 
 from slim_deploy.common import fileio
 from slim_deploy.common.errors import StorageError, UsageError
+from slim_deploy.deployment import placement
 
 # Errors after which MonitoredSession makes a new session (a ps task restarted), or that a
 # closing session raises: not failures of the save itself.
@@ -181,14 +182,10 @@ def checkpoint_names(variables):
     variable by its name; the parts a partitioner made of one ('w/part_0', 'w/part_1', ...)
     together, as a list, under the whole variable's name ('w'), which a Saver given the
     dict restores from a checkpoint of the whole variable or of parts of any sizes."""
-    names = {}
-    for variable in variables:
-        whole = variable._get_save_slice_info()
-        if whole is None:
-            names[variable.op.name] = variable
-        else:
-            names.setdefault(whole.full_name, []).append(variable)
-    return names
+    variables = list(variables)
+    return {**{variable.op.name: variable for variable in variables
+               if variable._get_save_slice_info() is None},
+            **placement.parts_by_variable(variables)}
 
 
 def mismatched_variables(checkpoint, variables):
