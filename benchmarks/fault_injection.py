@@ -8,7 +8,10 @@
 
 It runs `python -m slim_deploy.cluster.launch --num_ps_tasks P --worker_replicas W --max_restarts
 N` on train_image_classifier.py (lenet on the embedded digits, converted into a temporary
-directory unless --dataset_dir is given, one clone per worker, a checkpoint every
+directory unless --dataset_dir is given, trained as slim's train_lenet_on_mnist.sh trains it:
+plain SGD at a fixed 0.01 without weight decay, whose first steps never blow the loss up as
+the default RMSProp's do, which asynchronous workers may not recover from; one clone per
+worker, a checkpoint every
 --save_interval_secs=2 so that a lost ps task costs little), reads the launcher's output as
 it comes, and kills --kills tasks one after the other: each a random task (ps:I or
 worker:I; worker:0 is the chief) sent SIGKILL or SIGTERM, picked at random from --signals
@@ -77,9 +80,12 @@ def launcher_options(args):
 
 
 def training_flags(args, train_dir, dataset_dir):
-    """The flags of train_image_classifier.py: lenet on the digits, one clone per worker."""
+    """The flags of train_image_classifier.py: lenet on the digits as slim trains lenet, one
+    clone per worker."""
     return [f'--task_timeout_secs={args.task_timeout_secs}', f'--train_dir={train_dir}',
             f'--dataset_dir={dataset_dir}', '--dataset_name=digits', '--model_name=lenet',
+            '--optimizer=sgd', '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
+            '--weight_decay=0',
             '--num_clones=1', f'--batch_size={args.batch_size}',
             f'--log_every_n_steps={args.log_every_n_steps}',
             f'--max_number_of_steps={args.max_number_of_steps}',

@@ -10,14 +10,14 @@ Builds --model_name (training mode, dropout off, 10 classes, --weight_decay) twi
 same initial values: deployed as --num_clones clones on as many CPU devices (x --num_workers
 collective workers, in threads of this process talking gRPC over 127.0.0.1; x
 --gradient_accumulation_steps micro-batches of --batch_size examples per clone), and as one
-clone on the whole global batch. Both take one SGD step on seeded random images of the
-net's default size and random labels. Prints, for the loss, the gradients and the updated
-variables, the largest absolute and relative differences and where, and the largest
-relative noise: how far the single clone lands from itself on the same batch reordered
-(float32 round-off, large in deep nets with batch norm); then the verdict. A difference
-passes within --atol + --rtol x the reference's size + --noise_margin x the noise; with
---gradient_compression (collective workers exchanging 16-bit gradients) --rtol defaults to
-their round-off (equivalence.compression_rtol). The work is
+clone on the whole global batch. Both take one SGD step on seeded random images of
+--image_size (default: the net's default size) and random labels. Prints, for the loss, the
+gradients and the updated variables, the largest absolute and relative differences and
+where, and the largest relative noise: how far the single clone lands from itself on the
+same batch reordered (float32 round-off, large in deep nets with batch norm); then the
+verdict. A difference passes within --atol + --rtol x the reference's size + --noise_margin
+x the noise; with --gradient_compression (collective workers exchanging 16-bit gradients)
+--rtol defaults to their round-off (equivalence.compression_rtol). The work is
 slim_deploy.analysis.equivalence.check.
 
 Exit code: 0 'equivalent'; 1 'NOT equivalent' (a bug: the worst variable is named); 3 'NOT
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 from slim_deploy.analysis import equivalence  # noqa: E402
 from slim_deploy.common.errors import UsageError  # noqa: E402
 from slim_deploy.deployment import compression, model_deploy  # noqa: E402
-from slim_deploy.image_classifier import builders, cli  # noqa: E402
+from slim_deploy.image_classifier import builders, cli, config  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -55,6 +55,8 @@ flags.DEFINE_boolean('sync_batch_norm', False,
 flags.DEFINE_integer('gradient_accumulation_steps', 1,
                      'Micro-batches (session runs) per update.', lower_bound=1)
 flags.DEFINE_integer('batch_size', 2, 'Examples per clone and micro-batch.', lower_bound=1)
+flags.DEFINE_integer('image_size', None, "Height and width of the images, pixels; default: "
+                     "the net's default size.", lower_bound=1)
 flags.DEFINE_integer('num_workers', 2, 'Workers of --variable_update=collective (only).',
                      lower_bound=1)
 flags.DEFINE_float('weight_decay', 0.00004, 'L2 weight decay of the model.', lower_bound=0)
@@ -104,12 +106,15 @@ def rtol(num_workers):
                                         FLAGS.num_clones * num_workers)
 
 
-def classifier_fn(model_name):
+def classifier_fn(model_name, image_size):
     """model_fn(images, labels) for equivalence.check: the net, without dropout, and its
-    classification losses. UsageError for a net that takes videos."""
+    classification losses; and the size of its images: image_size, None for the net's
+    default. UsageError for a net that takes videos or not that size."""
     network = nets_factory.NETWORKS[model_name]
     if network.preprocessing == 'video':
         raise UsageError(f'--model_name {model_name!r} takes videos; this check feeds images')
+    size = image_size or network.default_image_size
+    config.check_image_size(model_name, size, 'image_size')
     network_fn = nets_factory.get_network_fn(model_name, NUM_CLASSES, FLAGS.weight_decay,
                                              is_training=True)
     no_dropout = ({'dropout_keep_prob': 1.0} if 'dropout_keep_prob' in
@@ -119,13 +124,13 @@ def classifier_fn(model_name):
         logits, end_points = network_fn(images, **no_dropout)
         builders.add_classification_losses(logits, end_points, labels, NUM_CLASSES)
 
-    return model_fn, network_fn.default_image_size
+    return model_fn, size
 
 
 def main(argv):
     del argv
     num_workers = workers()
-    model_fn, size = classifier_fn(FLAGS.model_name)
+    model_fn, size = classifier_fn(FLAGS.model_name, FLAGS.image_size)
     global_batch = (FLAGS.batch_size * FLAGS.num_clones * FLAGS.gradient_accumulation_steps *
                     num_workers)
     rng = np.random.RandomState(FLAGS.seed)

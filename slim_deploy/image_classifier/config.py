@@ -92,16 +92,22 @@ def check_model(model, size_flag, dataset_name):
             f'{dataset_name} holds images, as every dataset of the toolkit does '
             f'({", ".join(dataset_factory.DATASETS)}): train a video network through '
             'deploy() on video records of your own (docs/networks.md)')
-    size = model.image_size_or_default()
+    check_image_size(model.model_name, model.image_size_or_default(), size_flag)
+
+
+def check_image_size(model_name, size, size_flag):
+    """Raises UsageError unless network `model_name` takes images of `size` pixels (flag
+    --size_flag): nets_factory.Network's min_image_size to max_image_size."""
+    network = nets_factory.NETWORKS[model_name]
     low, high = network.min_image_size, network.max_image_size
     if size < low and high is None:
         raise UsageError(
-            f'--{size_flag}={size} is smaller than the smallest input {model.model_name} '
+            f'--{size_flag}={size} is smaller than the smallest input {model_name} '
             f'takes, {low} pixels: pass --{size_flag}={low} or more (its default is '
             f'{network.default_image_size})')
     if not low <= size <= (high or size):
         raise UsageError(
-            f'--{size_flag}={size} is outside the sizes {model.model_name} takes, {low} to '
+            f'--{size_flag}={size} is outside the sizes {model_name} takes, {low} to '
             f'{high} pixels: pass --{size_flag} in that range (its default is '
             f'{network.default_image_size})')
 

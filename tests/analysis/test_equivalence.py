@@ -208,7 +208,7 @@ DONE = [(model, mode, extra) for model, extra in (('lenet', []), ('cifarnet', []
 @pytest.mark.parametrize('model_name, variable_update, extra', [
     pytest.param(*case, marks=[pytest.mark.cluster] if case[1] == 'collective' else [])
     for case in DONE + [('lenet', 'collective', ['--gradient_accumulation_steps=2']),
-                        ('keras_convnext_tiny', 'replicated', ['--batch_size=1'])]])
+                        ('keras_convnext_tiny', 'replicated', ['--image_size=32'])]])
 def test_the_command_passes_in_every_mode(model_name, variable_update, extra):
     result = run_command(f'--model_name={model_name}', f'--variable_update={variable_update}',
                          *extra)
@@ -247,6 +247,8 @@ def test_16_bit_exchange_stays_at_its_round_off(compression, low, high):
      '--variable_update=parameter_server without ps tasks sends none: use it with '
      '--variable_update=collective'),
     (['--model_name=i3d'], "--model_name 'i3d' takes videos; this check feeds images"),
+    (['--model_name=vgg_16', '--image_size=32'], '--image_size=32 is outside the sizes vgg_16 '
+     'takes, 224 to 255 pixels: pass --image_size in that range (its default is 224)'),
 ])
 def test_a_bad_flag_is_one_line_naming_it(args, message):
     result = run_command(*args)
