@@ -5,7 +5,7 @@ TensorFlow's legacy layers import a tf-keras module that has moved. `repair()` p
 missing name at its new home and leaves every name that still exists alone: on a
 TensorFlow where nothing moved, it changes nothing. It also runs the threads of slim's
 training loop (slim.learning.train's Supervisor) in the graph that started them, as TF 1
-did. On a TensorFlow newer than the newest tested (setup.py's upper bound keeps pip from
+did, and makes a Saver save one checkpoint at a time. On a TensorFlow newer than the newest tested (setup.py's upper bound keeps pip from
 installing one), it first warns once.
 
 The repairs run right before tf_slim is first imported, in any program of an environment
@@ -102,6 +102,7 @@ def repair():
         if not _importable(old) and _importable(new):
             setattr(importlib.import_module(module_name), name, importlib.import_module(new))
     _run_looper_threads_in_their_graph()
+    _save_one_at_a_time()
     # slim.learning.train stops its Supervisor, and managed_session stops it again, logging
     # the stop to the event file it closed the first time: TF 2 warns on every run.
     warnings.filterwarnings('ignore', 'Attempting to use a closed FileWriter', UserWarning,
@@ -135,6 +136,29 @@ def _run_looper_threads_in_their_graph():
 
     looper._creator_graph = None
     looper.__init__, looper.run = __init__, run_in_graph
+
+
+def _save_one_at_a_time():
+    """Makes each tf.train.Saver save one checkpoint at a time. slim.learning.train's final
+    save and its Supervisor's timer thread save with one Saver: a timer save that read the
+    global step before the last update and finished after the final save named the older
+    checkpoint the latest, so evaluation scored one step short. One at a time, each save
+    reads the global step when its turn comes."""
+    import threading
+
+    from tensorflow.python.training import saver as saver_module
+    saver = saver_module.Saver
+    if hasattr(saver, '_save_lock'):
+        return
+    save = saver.save
+
+    @functools.wraps(save)
+    def save_in_turn(self, *args, **kwargs):
+        with self.__dict__.setdefault('_save_lock', threading.Lock()):
+            return save(self, *args, **kwargs)
+
+    saver._save_lock = None
+    saver.save = save_in_turn
 
 
 def prefer_tf_keras():

@@ -8,6 +8,7 @@ import importlib.machinery
 import os
 import subprocess
 import sys
+import threading
 import types
 import warnings
 
@@ -158,6 +159,43 @@ def test_looper_threads_run_in_the_graph_that_made_them():
 
         coord.join([tf.train.LooperThread.loop(coord, None, read_step)])
     assert seen == [(graph, 0)]
+
+
+def test_a_savers_saves_take_turns_so_the_final_step_is_the_latest(tmp_path, monkeypatch):
+    """slim.learning.train's final save and its Supervisor's timer thread share one Saver: a
+    timer save that read the step before the final update must not finish after the final
+    save and name its older checkpoint the latest."""
+    from tensorflow.python.training import training_util
+    timer_read_step, final_saved = threading.Event(), threading.Event()
+    read = training_util.global_step
+
+    def global_step(sess, tensor):
+        value = read(sess, tensor)
+        if threading.current_thread().name == 'timer':
+            timer_read_step.set()
+            final_saved.wait(timeout=1)  # Saves not in turn: the final save ends meanwhile.
+        return value
+
+    monkeypatch.setattr(training_util, 'global_step', global_step)
+    path = str(tmp_path / 'model.ckpt')
+    with tf.Graph().as_default() as graph, tf.Session() as sess:
+        step = tf.train.get_or_create_global_step()
+        sess.run(step.initializer)
+        sess.run(step.assign(299))
+        saver = tf.train.Saver()
+
+        def timer_save():  # As the Supervisor's thread, in the graph that made it.
+            with graph.as_default():
+                saver.save(sess, path, global_step=step)
+
+        timer = threading.Thread(target=timer_save, name='timer')
+        timer.start()
+        assert timer_read_step.wait(timeout=60)
+        sess.run(step.assign(300))
+        saver.save(sess, path, global_step=step)
+        final_saved.set()
+        timer.join()
+    assert tf.train.latest_checkpoint(str(tmp_path)) == f'{path}-300'
 
 
 def test_repair_sets_only_missing_names_and_is_idempotent(monkeypatch):
