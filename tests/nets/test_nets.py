@@ -36,7 +36,7 @@ def _build(name, num_classes=NUM_CLASSES, size=None, **factory_kwargs):
 @pytest.mark.parametrize('name', nets_factory.NETWORKS)
 def test_every_network_builds_logits_at_the_ends_of_its_sizes_and_no_further(name):
     # Built for training, whose auxiliary heads (NASNet's) need the larger sizes. Its
-    # default size trains in tests/image_classifier/test_every_network.py.
+    # default size builds for training in tests/image_classifier/test_every_network.py.
     network = nets_factory.NETWORKS[name]
     low, high = network.min_image_size, network.max_image_size
     for size in (low, high) if high else (low,):
