@@ -2,11 +2,11 @@
 
 tf-slim reaches into TensorFlow's private modules for names that have since moved, and
 TensorFlow's legacy layers import a tf-keras module that has moved. `repair()` points each
-missing name at its new home and leaves every name that still exists alone: on a
-TensorFlow where nothing moved, it changes nothing. It also runs the threads of slim's
-training loop (slim.learning.train's Supervisor) in the graph that started them, as TF 1
-did, and makes a Saver save one checkpoint at a time. On a TensorFlow newer than the newest tested (setup.py's upper bound keeps pip from
-installing one), it first warns once.
+missing name at its new home and leaves every name that still exists alone: on a TensorFlow
+where nothing moved, it changes nothing. It also runs the threads of slim's training loop
+(slim.learning.train's Supervisor) in the graph that started them, as TF 1 did, and makes a
+Saver save one checkpoint at a time. On a TensorFlow newer than the newest tested
+(setup.py's upper bound keeps pip from installing one), it first warns once.
 
 The repairs run right before tf_slim is first imported, in any program of an environment
 with slim-deploy installed: slim_deploy.aliases' import finder, which slim_deploy.pth
