@@ -367,20 +367,19 @@ def step_traffic(graph, config, fetches=None):
         ps_tasks=tuple(ps_links),
         all_reduces=all_reduces,
         synchronous=synchronous,
-        groups=tuple(_ps_group(graph.get_operation_by_name(name), placement.task(
-            graph.get_operation_by_name(name))[1], received, sent, tensors)
-                     for name, (received, sent) in sorted(groups.items())),
+        groups=tuple(_ps_group(graph.get_operation_by_name(name), placement, received, sent,
+                               tensors) for name, (received, sent) in sorted(groups.items())),
         unknown=len(unknown) + unknown_reduces,
         functions=tuple(sorted(op.name for op in step if _calls_function(op))),
         other_collectives=tuple(sorted({op.type for op in step
                                         if op.type.startswith('Collective')} - _ALL_REDUCES)))
 
 
-def _ps_group(op, task, received, sent, tensors):
-    """The PsGroup of the ops placed with `op` on ps task `task`: what the worker sends them,
-    `received` ({tensor name: (bytes, bytes it waits for)}), and takes from them, `sent`
-    (alike); tensors: {name: tensor}. When `op` is a variable of known shape, its shape,
-    dtype and the tensors of that shape."""
+def _ps_group(op, placement, received, sent, tensors):
+    """The PsGroup of the ops placed with `op` on its ps task (`placement`: the step's
+    _Placement): what the worker sends them, `received` ({tensor name: (bytes, bytes it waits
+    for)}), and takes from them, `sent` (alike); tensors: {name: tensor}. When `op` is a
+    variable of known shape, its shape, dtype and the tensors of that shape."""
     shape = dtype = None
     if op.type in _VARIABLE_OPS:
         known = tf.TensorShape(op.get_attr('shape'))
@@ -389,7 +388,8 @@ def _ps_group(op, task, received, sent, tensors):
     whole = frozenset(name for name in [*received, *sent] if shape is not None
                       and tensors[name].shape.is_fully_defined()
                       and tuple(tensors[name].shape.as_list()) == shape)
-    return PsGroup(op.name, task, tuple((name, *sizes) for name, sizes in received.items()),
+    return PsGroup(op.name, placement.task(op)[1],
+                   tuple((name, *sizes) for name, sizes in received.items()),
                    tuple((name, *sizes) for name, sizes in sent.items()), shape, dtype, whole)
 
 
