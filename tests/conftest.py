@@ -1,4 +1,5 @@
 """Shared test set-up: quiet TensorFlow's C++ logs and repair tf-slim before any test."""
+import fcntl
 import os
 
 import pytest
@@ -39,6 +40,23 @@ EMULATED_HOSTS_FILES = {
         'benchmarks/test_network_benchmark', 'benchmarks/test_scaling',
         'benchmarks/test_stragglers', 'cluster/test_emulated_hosts', 'cluster/test_jobset',
         'cluster/test_launch', 'cluster/test_silent_tasks', 'end_to_end/test_eight_workers')}
+
+
+# Held by each test of EMULATED_HOSTS_FILES while it runs (flock), so that two pytest runs on
+# one machine (a stress script's rounds, two developers' suites) make hosts one at a time.
+EMULATED_HOSTS_LOCK = '/tmp/slim-deploy-emulated-hosts.lock'
+
+
+@pytest.fixture(autouse=True)
+def one_emulated_cluster_on_the_machine(request):
+    """A test of EMULATED_HOSTS_FILES runs holding EMULATED_HOSTS_LOCK: no other pytest run's
+    hosts are there for it to collide with or for its leak checks to see."""
+    if request.node.nodeid.split('::', 1)[0] not in EMULATED_HOSTS_FILES:
+        yield
+        return
+    with open(EMULATED_HOSTS_LOCK, 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.hookimpl(optionalhook=True)
