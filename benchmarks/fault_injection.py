@@ -6,23 +6,22 @@
         [--plan TASK[@FAULT],...] [--train_dir DIR] [--dataset_dir DIR] [--min_accuracy 0.9]
         [--time_limit_secs 900] [--json] [--verbose] [--keep] [-- TRAINING FLAGS...]
 
-It runs `python -m slim_deploy.cluster.launch --num_ps_tasks P --worker_replicas W --max_restarts
-N` on train_image_classifier.py (lenet on the embedded digits, converted into a temporary
-directory unless --dataset_dir is given, trained as slim's train_lenet_on_mnist.sh trains it:
-plain SGD at a fixed 0.01 without weight decay, whose first steps never blow the loss up as
-the default RMSProp's do, which asynchronous workers may not recover from; one clone per
-worker, a checkpoint every
---save_interval_secs=2 so that a lost ps task costs little), reads the launcher's output as
-it comes, and kills --kills tasks one after the other: each a random task (ps:I or
-worker:I; worker:0 is the chief) sent SIGKILL or SIGTERM, picked at random from --signals
-(--plan fixes the tasks and signals instead), at the first progress line at or past a
-target global step drawn at random (seeded) in each of --kills equal spans of the first
-half of the run. The task's pid is that of the launcher's child process whose TF_CONFIG
-names it. Before the next kill it waits until the launcher has restarted the task (the
-whole job, for a ps task) and the new incarnation has trained (a progress line from it;
-from the chief, for a ps task), and for a few more steps; no kill is made in the last 5%
-of the run. A restarted worker takes 10-30 s to start here, while the others train on
-alone: hence the default of 1000 steps for 5 kills.
+It runs `python -m slim_deploy.cluster.launch --num_ps_tasks P --worker_replicas W
+--max_restarts N` on train_image_classifier.py (lenet on the embedded digits, converted into a
+temporary directory unless --dataset_dir is given, trained as slim's train_lenet_on_mnist.sh
+trains it: plain SGD at a fixed 0.01 without weight decay, whose first steps do not blow the
+loss up as the default RMSProp's can (to 6-25 at step 2), which asynchronous workers may not
+recover from; one clone per worker, a checkpoint every --save_interval_secs=2 so that a lost ps
+task costs little), reads the launcher's output as it comes, and kills --kills tasks one after
+the other: each a random task (ps:I or worker:I; worker:0 is the chief) sent SIGKILL or
+SIGTERM, picked at random from --signals (--plan fixes the tasks and signals instead), at the
+first progress line at or past a target global step drawn at random (seeded) in each of --kills
+equal spans of the first half of the run. The task's pid is that of the launcher's child
+process whose TF_CONFIG names it. Before the next kill it waits until the launcher has
+restarted the task (the whole job, for a ps task) and the new incarnation has trained (a
+progress line from it; from the chief, for a ps task), and for a few more steps; no kill is
+made in the last 5% of the run. A restarted worker takes 10-30 s to start here, while the
+others train on alone: hence the default of 1000 steps for 5 kills.
 
 Once the launcher exits, eval_image_classifier.py evaluates the last checkpoint. Prints on
 stdout a summary (with --json, one JSON object instead, the text going to stderr): each
