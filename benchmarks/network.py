@@ -156,45 +156,30 @@ def run_name(setup, compressed, math, partition_mb=0):
             (f'/{partition_mb:g}mb' if partition_mb else ''))
 
 
-def parse_run_name(name):
-    """(setup, gradient compression, math, part size in MB) of run `name`: run_name's
-    arguments."""
+# What run_name names: the Setup, the gradient compression, the math and the part size of the
+# variables in MB (0: whole).
+Run = collections.namedtuple('Run', 'setup compression math partition_mb')
+
+
+def parse_run(name):
+    """The Run of run `name` (see run_name)."""
     rest, _, partition = name.partition('/')
     rest, _, math = rest.partition('@')
     setup, _, compressed = rest.partition(':')
-    return (setup, compressed or 'none', math or 'float32',
-            float(partition.removesuffix('mb') or 0))
-
-
-def setup_of(name):
-    """The Setup of run `name` (see run_name)."""
-    return SETUPS[parse_run_name(name)[0]]
-
-
-def compression_of(name):
-    """The gradient compression of run `name` (see run_name)."""
-    return parse_run_name(name)[1]
-
-
-def precision_of(name):
-    """The math of run `name` (see run_name)."""
-    return parse_run_name(name)[2]
-
-
-def partition_of(name):
-    """The part size of run `name`'s variables in MB (see run_name; 0: whole)."""
-    return parse_run_name(name)[3]
+    return Run(SETUPS[setup], compressed or 'none', math or 'float32',
+               float(partition.removesuffix('mb') or 0))
 
 
 def ps_tasks(args, name):
     """The ps tasks of run `name`'s cluster."""
-    return args.num_ps_tasks if setup_of(name).kind in WITH_PS else 0
+    return args.num_ps_tasks if parse_run(name).setup.kind in WITH_PS else 0
 
 
 def tasks_of(args, name):
     """The tasks of run `name`'s cluster: its ps tasks, workers and, for
     ParameterServerStrategy, its coordinator (COORDINATOR), each on an emulated host."""
-    coordinator = [COORDINATOR] if setup_of(name).kind == 'parameter_server_strategy' else []
+    coordinator = ([COORDINATOR] if parse_run(name).setup.kind == 'parameter_server_strategy'
+                   else [])
     return ([f'ps:{index}' for index in range(ps_tasks(args, name))] +
             [f'worker:{index}' for index in range(args.workers)] + coordinator)
 
@@ -202,12 +187,11 @@ def tasks_of(args, name):
 def label(args, name):
     """'parameter_server async, 1 ps', 'collective, bfloat16 gradients, bfloat16 math',
     'ParameterServerStrategy, 4 ps, parts of 1 MB': run `name`'s label."""
-    tasks, gradients, math = ps_tasks(args, name), compression_of(name), precision_of(name)
-    parts = partition_of(name)
-    return (setup_of(name).label + (f', {tasks} ps' if tasks else '') +
-            (f', {gradients} gradients' if gradients != 'none' else '') +
-            (f', {math} math' if math != 'float32' else '') +
-            (f', parts of {parts:g} MB' if parts else ''))
+    run, tasks = parse_run(name), ps_tasks(args, name)
+    return (run.setup.label + (f', {tasks} ps' if tasks else '') +
+            (f', {run.compression} gradients' if run.compression != 'none' else '') +
+            (f', {run.math} math' if run.math != 'float32' else '') +
+            (f', parts of {run.partition_mb:g} MB' if run.partition_mb else ''))
 
 
 def start_setup(processes, hosts, args, name, link_gbps):
@@ -217,13 +201,14 @@ def start_setup(processes, hosts, args, name, link_gbps):
     workers and ps tasks, which then only serve. link_gbps: the links' Gbit/s that the
     workers' step bound is reported for (None: no report; none for ParameterServerStrategy,
     whose steps are functions the plan does not read)."""
-    setup = setup_of(name)
+    run = parse_run(name)
+    setup = run.setup
     cluster = launch.emulated_cluster_spec(hosts, ps_tasks(args, name), args.workers)
-    role = dict(kind=setup.kind, precision=precision_of(name), xla=False, cluster=cluster,
+    role = dict(kind=setup.kind, precision=run.math, xla=False, cluster=cluster,
                 devices=['/device:CPU:0'], cpu_devices=None,
-                gradient_compression=compression_of(name),
+                gradient_compression=run.compression,
                 prefetch_reads=setup.prefetch_reads,
-                variable_partition_min_mb=partition_of(name))
+                variable_partition_min_mb=run.partition_mb)
 
     def start(task, task_role):
         return processes.start(f'{label(args, name)} {task}', harness.role_command(
@@ -268,7 +253,7 @@ def measure_link(args, rate, link_gbps, log):
             stack.callback(processes[name].close)
             workers[name] = start_setup(processes[name], hosts, args, name, link_gbps)
             first = processes[name].collect(workers[name], 'start')
-            if setup_of(name).sync_replicas:
+            if parse_run(name).setup.sync_replicas:
                 global_steps[name] = max(reply['global_step'] for reply in first)
             results[name] = dict(
                 label=label(args, name), processes=len(tasks_of(args, name)),

@@ -121,7 +121,8 @@ def test_each_setup_with_ps_tasks_runs_with_each_part_size():
                            'parameter_server:bfloat16', 'parameter_server:bfloat16/1.5mb',
                            'collective', 'collective:bfloat16',
                            'parameter_server_strategy', 'parameter_server_strategy/1.5mb']
-    assert [benchmark.partition_of(name) for name in args.setups] == [0, 1.5, 0, 1.5, 0, 0, 0, 1.5]
+    assert [benchmark.parse_run(name).partition_mb for name in args.setups] == [
+        0, 1.5, 0, 1.5, 0, 0, 0, 1.5]
     assert benchmark.label(args, 'parameter_server:bfloat16/1.5mb') == (
         'parameter_server async, 2 ps, bfloat16 gradients, parts of 1.5 MB')
     assert benchmark.tasks_of(args, 'parameter_server_strategy/1.5mb') == [
