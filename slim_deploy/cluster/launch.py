@@ -61,10 +61,12 @@ launcher then stops every task and starts the cluster again on new ports, up to 
 times, saying so in one line on stderr (these restarts leave --max_restarts alone).
 """
 import argparse
+import errno
 import functools
 import itertools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -201,17 +203,38 @@ def link_bandwidths(args):
 
 
 def free_ports(host, count):
-    """`count` distinct ports that were free on `host`; another process may take them later."""
+    """`count` distinct ports free on `host` now. They come from below the kernel's ephemeral
+    range where it leaves room (from 10000 up), so no outgoing connection of this machine takes
+    one before its server binds it; another listener still may."""
     family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    candidates = _ports_below_ephemeral_range()
+    random.SystemRandom().shuffle(candidates)  # Not the global generator: runs seed it.
     sockets = []
     try:
-        for _ in range(count):
+        while len(sockets) < count:
             sockets.append(socket.socket(family, kind, proto))
-            sockets[-1].bind(address)
+            try:
+                sockets[-1].bind((address[0], candidates.pop() if candidates else 0)
+                                 + address[2:])
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                sockets.pop().close()
         return [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
             s.close()
+
+
+def _ports_below_ephemeral_range(lowest=10000):
+    """The ports from `lowest` up to the first of the kernel's ephemeral range (Linux's
+    ip_local_port_range; [] where it cannot be read or starts at or below `lowest`)."""
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            first_ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return []
+    return list(range(lowest, first_ephemeral))
 
 
 def cluster_spec(host, num_ps_tasks, worker_replicas):

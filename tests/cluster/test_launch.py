@@ -267,6 +267,26 @@ def holding_ports(monkeypatch, times):
     return picked, held
 
 
+def test_free_ports_are_distinct_bindable_and_below_the_kernels_ephemeral_range():
+    """Outgoing connections take their ports from the ephemeral range, so a port picked there
+    could be taken before its server binds it."""
+    with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+        first_ephemeral = int(f.read().split()[0])
+    ports = launch.free_ports(launch.LOCALHOST, 50)
+    assert len(set(ports)) == 50
+    assert all(10000 <= port < first_ephemeral for port in ports)
+    for port in ports:
+        socket.create_server((launch.LOCALHOST, port)).close()
+
+
+def test_free_ports_pass_over_a_taken_port(monkeypatch):
+    """Its only candidate taken, free_ports asks the kernel for a port."""
+    with socket.create_server((launch.LOCALHOST, 0)) as taken:
+        port = taken.getsockname()[1]
+        monkeypatch.setattr(launch, '_ports_below_ephemeral_range', lambda: [port])
+        assert launch.free_ports(launch.LOCALHOST, 1) != [port]
+
+
 def test_a_port_taken_before_its_task_binds_it_restarts_the_cluster_on_new_ports(
         capsys, tmp_path, monkeypatch):
     picked, held = holding_ports(monkeypatch, times=1)
