@@ -41,6 +41,7 @@ setup(
     description='Data-parallel training of TF-Slim image classifiers on TensorFlow 2.16+',
     python_requires='>=3.10',
     packages=find_packages(include=['slim_deploy', 'slim_deploy.*']),
+    package_data={'slim_deploy.datasets': ['digits.npz']},
     cmdclass={'build_py': BuildPyWithPth},
     entry_points={'console_scripts': [
         *(f'{script} = slim_deploy.{script}:run' for script in ENTRY_SCRIPTS),
@@ -55,7 +56,6 @@ setup(
         'tf-keras>=2.16,<2.22',
         'tf-slim>=1.1',
         'numpy',
-        'scikit-learn',  # Only for the embedded digits dataset (load_digits, no download).
         'pyyaml',  # `launch_cluster --jobset` prints a Kubernetes manifest as YAML.
     ],
     extras_require={

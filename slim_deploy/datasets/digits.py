@@ -1,7 +1,9 @@
-"""The embedded default dataset: scikit-learn's 1,797 8x8 handwritten digits, no download.
+"""The embedded default dataset: 1,797 8x8 handwritten digits, no download (digits.npz: UCI's
+Optical Recognition of Handwritten Digits, E. Alpaydin and C. Kaynak, CC BY 4.0, as
+scikit-learn's load_digits gives it; tools/embed_digits.py wrote it).
 
 prepare() converts them once into TFRecord shards of slim's records:
-- pixels: the 0..16 values of `sklearn.datasets.load_digits` become uint8 round(v * 255 / 16)
+- pixels: the 0..16 values of digits.npz become uint8 round(v * 255 / 16)
   (numpy rounding: 8 -> 127.5 -> 128), stored as 8x8 single-channel PNG;
 - split: numpy RandomState(0).permutation(1797); its first 1437 indices are 'train', the
   other 360 'test', in that order across the shards (split_indices() returns them);
@@ -27,6 +29,7 @@ FILE_PATTERN = FILE_PREFIX + '_%s_*.tfrecord'  # A split's shards, '%s' the spli
 CLASS_NAMES = ('zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine')
 IMAGE_SIZE = 8
 SEED = 0
+EMBEDDED = os.path.join(os.path.dirname(__file__), 'digits.npz')
 
 
 def default_dir():
@@ -37,7 +40,7 @@ def default_dir():
 
 
 def split_indices(split_name):
-    """The load_digits indices of a split's records, in record order (int array)."""
+    """The digits.npz indices of a split's records, in record order (int array)."""
     if split_name not in SPLITS_TO_SIZES:
         raise ValueError(
             f'split_name must be one of {sorted(SPLITS_TO_SIZES)}, got {split_name!r}')
@@ -53,10 +56,9 @@ def shard_paths(dataset_dir, split_name):
 
 def load_images():
     """All 1,797 digits as (uint8 images [1797, 8, 8] in 0..255, int labels [1797])."""
-    from sklearn.datasets import load_digits  # Only needed to convert.
-    digits = load_digits()
-    images = np.round(digits.images * 255 / 16).astype(np.uint8)
-    return images, digits.target
+    with np.load(EMBEDDED) as digits:
+        pixels, labels = digits['pixels'].astype(np.float64), digits['labels'].astype(np.int64)
+    return np.round(pixels * 255 / 16).astype(np.uint8), labels
 
 
 def prepare(dataset_dir=None):

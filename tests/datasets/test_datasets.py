@@ -3,13 +3,13 @@ get_dataset_split and its errors (slim's get_dataset: test_slim_datasets.py).
 
 Everything runs on real TFRecord files in tmp_path; no network.
 """
+import hashlib
 import inspect
 import os
 import shutil
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 import tensorflow.compat.v1 as tf
 import tf_slim as slim
 
@@ -46,10 +46,27 @@ FAKE_SPLITS = {
 }
 
 
+# SHA-256 of digits.npz's pixels then labels (uint8 bytes), as scikit-learn 1.9's
+# load_digits gave them when tools/embed_digits.py wrote the file.
+EMBEDDED_SHA256 = '87ff0c9e40dc7e2c0e34e7257799c2e3f3aec1a016363bb11cad869ec428a826'
+
+
 def expected_digits():
-    """load_digits scaled to uint8 as documented: (images [1797, 8, 8], labels [1797])."""
-    data = load_digits()
-    return np.round(data.images * 255 / 16).astype(np.uint8), data.target
+    """The embedded digits scaled to uint8 as documented: (images [1797, 8, 8], labels
+    [1797])."""
+    with np.load(digits.EMBEDDED) as data:
+        pixels, labels = data['pixels'], data['labels']
+    assert hashlib.sha256(pixels.tobytes() + labels.tobytes()).hexdigest() == EMBEDDED_SHA256
+    return np.round(pixels.astype(np.float64) * 255 / 16).astype(np.uint8), labels
+
+
+def test_the_embedded_digits_are_ucis_handwritten_digits():
+    """1,797 images of 8x8 values 0..16 (pixels counted in 4x4 blocks of a 32x32 bitmap),
+    each class 174 to 183 times, as the dataset's description says."""
+    _, labels = expected_digits()
+    with np.load(digits.EMBEDDED) as data:
+        assert data['pixels'].shape == (1797, 8, 8) and data['pixels'].max() == 16
+    assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
 
 
 def expected_order(split_name):
