@@ -95,18 +95,6 @@ def test_sync_workers_read_in_turn_from_two_ps_tasks_to_the_last_step(digits_dir
     assert_restores(tmp_path, 20)
 
 
-def test_sync_workers_accumulate_micro_batches_as_more_gradients(digits_dir, tmp_path):
-    code, output = launch_cluster('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas',
-                                  args=train_args(tmp_path, digits_dir, 6,
-                                                  '--replicas_to_aggregate=2',
-                                                  '--gradient_accumulation_steps=3'))
-    assert code == 0, output[-3000:]
-    assert 'Global batch 96 examples per step, in 3 micro-batches' in output
-    (sync,) = [line for line in task_lines(output, 'worker:0') if 'Sync replicas' in line]
-    assert 'Sync replicas: 6 updates applied 36 gradients;' in sync
-    assert checkpoint_step(tmp_path) == 6
-
-
 def test_collective_workers_synchronize_batch_norm_and_accumulate(digits_dir, tmp_path):
     code, output = launch_cluster(
         '--num_ps_tasks=0', '--worker_replicas=2',

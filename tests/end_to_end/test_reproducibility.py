@@ -79,8 +79,8 @@ def test_seeded_collective_workers_are_bit_identical(tmp_path, digits_dir):
 
 @pytest.mark.cluster
 def test_seeded_synchronous_workers_aggregate_in_worker_order(tmp_path, digits_dir):
-    """Each update takes every micro-batch's gradient of each worker (none dropped), summed in
-    worker order: two runs give the same bits."""
+    """Each update takes every micro-batch's gradient of each worker (none dropped; the global
+    batch counts both), summed in worker order: two runs give the same bits."""
     launch = ('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas')
     outputs = []
     runs = [train_resuming(tmp_path, digits_dir, name, '--seed=7', '--replicas_to_aggregate=2',
@@ -89,6 +89,7 @@ def test_seeded_synchronous_workers_aggregate_in_worker_order(tmp_path, digits_d
     for step in STEPS:
         assert differing(*runs, step) == []
     for output in outputs:  # Each run of 6 updates: 2 workers x 2 micro-batches each.
+        assert 'Global batch 64 examples per step, in 2 micro-batches' in output
         assert 'Sync replicas: 6 updates applied 24 gradients; 0 of the 24 gradients pushed' in (
             output)
 
