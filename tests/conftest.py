@@ -59,16 +59,31 @@ def one_emulated_cluster_on_the_machine(request):
         yield
 
 
+# The test files whose tests share a module-scoped fixture (a training run, a wheel): each
+# runs on one worker under -n, so the fixture runs once.
+SHARED_FIXTURE_FILES = {
+    f'tests/{name}.py' for name in (
+        'benchmarks/test_quantization_benchmark', 'datasets/test_converters_imagenet_vww',
+        'datasets/test_slim_datasets', 'deployment/test_partitioning',
+        'deployment/test_precision', 'deployment/test_tflite', 'end_to_end/test_entry_points',
+        'image_classifier/test_continuous_eval', 'image_classifier/test_image_classifier',
+        'image_classifier/test_tensorboard', 'package/test_install_layout',
+        'slim_scripts/test_mobilenet_v1_scripts')}
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (-n N), each test is a unit of work for any worker, except the
     tests of EMULATED_HOSTS_FILES: one unit, run one test after another on one worker, so
-    no test sees another's hosts (and two emulated clusters never share the cores)."""
+    no test sees another's hosts (and two emulated clusters never share the cores); and
+    each file of SHARED_FIXTURE_FILES, a unit of its own."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class EmulatedHostsTogether(LoadScopeScheduling):
+    class Units(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            return ('emulated hosts' if nodeid.split('::', 1)[0] in EMULATED_HOSTS_FILES
-                    else nodeid)
+            path = nodeid.split('::', 1)[0]
+            if path in EMULATED_HOSTS_FILES:
+                return 'emulated hosts'
+            return path if path in SHARED_FIXTURE_FILES else nodeid
 
-    return EmulatedHostsTogether(config, log)
+    return Units(config, log)

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from benchmarks import quantization as quantization_benchmark
+
 from helpers import REPO, run
 
 TINY = ['--models', 'lenet', '--train_steps', '20', '--fine_tune_steps', '5',
@@ -39,12 +41,17 @@ def check_progress(stderr):
         'lenet: timing the interpreter, 3 rounds']
 
 
-@pytest.mark.slow
-def test_lenet_reports_accuracy_size_latency_ratios_and_targets_as_json():
+@pytest.fixture(scope='module')
+def report():
+    """The JSON report of one tiny run, its progress checked."""
     result = quantization(*TINY, '--json')
     assert result.returncode == 0, result.stderr
     check_progress(result.stderr)
-    report = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+def test_lenet_reports_accuracy_size_latency_ratios_and_targets_as_json(report):
     assert {key: report[key] for key in ('representative_steps', 'latency_rounds',
                                          'invokes_per_round')} == {
         'representative_steps': 2, 'latency_rounds': 3, 'invokes_per_round': 10}
@@ -110,21 +117,20 @@ def test_lenet_reports_accuracy_size_latency_ratios_and_targets_as_json():
 
 
 @pytest.mark.slow
-def test_the_table_has_a_row_per_variant_ratio_and_target():
-    result = quantization(*TINY)
-    assert result.returncode == 0, result.stderr
-    check_progress(result.stderr)
-    lines = result.stdout.splitlines()
+def test_the_table_has_a_row_per_variant_ratio_and_target(report):
+    """Without --json the run prints this table of its report (harness.print_result)."""
+    text = '\n'.join(quantization_benchmark.table(report))
+    lines = text.splitlines()
     assert lines[0].startswith('TensorFlow ') and lines[-1].startswith('run took ')
     assert re.search(r'^lenet 28x28x1, batch 32: 20 steps at 0.01 \(\d+ s\), then 5 at 0.001 in '
                      r'float \(\d+ s\), quantization-aware \(\d+ s\) and with '
-                     r"tf.contrib.quantize's rewrite \(\d+ s\)$", result.stdout, re.M)
+                     r"tf.contrib.quantize's rewrite \(\d+ s\)$", text, re.M)
     for name in CHECKPOINTS + TFLITE:
         (row,) = [line for line in lines if line.startswith(name + '  ')]
         assert re.fullmatch(rf'{name} +\d+\.\d\d% +[+-]\d+\.\d\d' + (
             r' +[\d,]+ +\d+\.\d{3}  \d+\.\d{3}-\d+\.\d{3}' if name in TFLITE else ''), row)
     assert re.search(r'^int8 QAT against the QAT float graph: [+-]\d+\.\d\d points ',
-                     result.stdout, re.M)
+                     text, re.M)
     assert len([line for line in lines if re.fullmatch(r'.* / .* +\d+\.\d{3}', line)]) == 10
     for target in TARGETS:
         (row,) = [line for line in lines if line.startswith(target)]
