@@ -1,6 +1,6 @@
-"""Every network of the factory as a user names it on the embedded digits: each builds its
-training graph and reads a batch at its default image size (one network of each builder
-trains two steps), or is refused before anything is built, in one line saying why and what
+"""Every network of the factory as a user names it on the embedded digits: each reads a batch
+at its default image size, one network of each builder trains two steps (or builds its
+training graph), or it is refused before anything is built, in one line saying why and what
 to do: a video network given images, an image size outside the ones the network takes."""
 import pytest
 import tensorflow.compat.v1 as tf
@@ -13,18 +13,28 @@ from slim_deploy.nets.nets_factory import NETWORKS
 
 VIDEO = sorted(name for name, network in NETWORKS.items() if network.preprocessing == 'video')
 IMAGES = sorted(set(NETWORKS) - set(VIDEO))
-# The networks that train two steps in the slow tier: of each builder, one whose session
-# (initialization, graph optimization, the steps) takes well under 20 s here; the others
-# (its depths and widths, and the builders too slow for that) build their training graph and
-# read a batch of their input.
+# One network of each builder (a module of nets/; the others are its depths and widths)
+# trains two steps in the slow tier, or, where a session takes far longer than 20 s here,
+# builds its training graph through deploy(). Every network builds for training at the ends
+# of its sizes in tests/nets/test_nets.py, and reads a batch of its input here.
 TRAINS = {
     'alexnet_v2', 'cifarnet', 'inception_v1', 'inception_v2', 'keras_mobilenet_v3_small',
-    'lenet', 'mobilenet_v1', 'mobilenet_v2', 'mobilenet_v3_small', 'nasnet_cifar',
-    'resnet_v1_50', 'resnet_v2_50'}
+    'lenet', 'mobilenet_v1', 'mobilenet_v2', 'mobilenet_v3_small', 'resnet_v1_50',
+    'resnet_v2_50'}
+BUILDS = {'inception_resnet_v2', 'inception_v3', 'inception_v4', 'nasnet_cifar', 'overfeat',
+          'pnasnet_mobile', 'vgg_a'}
 
 
-def test_the_networks_that_train_are_image_networks():
-    assert TRAINS <= set(IMAGES)
+def builder_module(name):
+    """The module of nets/ that builds network `name`."""
+    builder = NETWORKS[name].builder
+    return getattr(builder, 'func', builder).__module__
+
+
+def test_the_networks_that_train_or_build_cover_every_builder():
+    assert TRAINS | BUILDS <= set(IMAGES) and not TRAINS & BUILDS
+    assert sorted(builder_module(name) for name in TRAINS | BUILDS) == sorted(
+        {builder_module(name) for name in IMAGES})
 
 
 @pytest.mark.parametrize('name', VIDEO)
@@ -74,13 +84,17 @@ def test_every_image_network_takes_its_sizes_and_refuses_the_others_in_one_line(
                                      'output_file': 'graph.pb'})
 
 
+def train_config(name, digits_dir, train_dir):
+    return TrainConfig.from_flags({
+        'model_name': name, 'dataset_dir': digits_dir, 'train_dir': str(train_dir),
+        'batch_size': 2, 'max_number_of_steps': 2, 'log_every_n_steps': 2})
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures('fast_variable_creation')
-@pytest.mark.parametrize('name', IMAGES)
-def test_every_image_network_builds_its_training_on_the_digits(name, digits_dir, tmp_path):
-    config = TrainConfig.from_flags({
-        'model_name': name, 'dataset_dir': digits_dir, 'train_dir': str(tmp_path),
-        'batch_size': 2, 'max_number_of_steps': 2, 'log_every_n_steps': 2})
+@pytest.mark.parametrize('name', sorted(TRAINS | BUILDS))
+def test_one_network_of_each_builder_trains_or_builds_its_training(name, digits_dir, tmp_path):
+    config = train_config(name, digits_dir, tmp_path)
     if name in TRAINS:
         assert train.train(config) == 2
         return
@@ -89,6 +103,14 @@ def test_every_image_network_builds_its_training_on_the_digits(name, digits_dir,
     with tf.Graph().as_default():
         graph = train._build(config, model, deployment, warmup_steps=0)
         assert graph.train_tensor.shape == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', IMAGES)
+def test_every_image_network_reads_a_batch_of_the_digits_at_its_size(name, digits_dir,
+                                                                      tmp_path):
+    config = train_config(name, digits_dir, tmp_path)
+    model = builders.classifier(config.data, config.model, is_training=True)
     with tf.Graph().as_default(), tf.Session() as sess:
         batches = model.training_batches(config.data)
         images, labels = sess.run(tf.data.make_one_shot_iterator(batches).get_next())

@@ -35,8 +35,8 @@ def _build(name, num_classes=NUM_CLASSES, size=None, **factory_kwargs):
 @pytest.mark.slow
 @pytest.mark.parametrize('name', nets_factory.NETWORKS)
 def test_every_network_builds_logits_at_the_ends_of_its_sizes_and_no_further(name):
-    # Built for training, whose auxiliary heads (NASNet's) need the larger sizes. Its
-    # default size builds for training in tests/image_classifier/test_every_network.py.
+    # Built for training, whose auxiliary heads (NASNet's) need the larger sizes. One network
+    # of each builder trains through deploy() in tests/image_classifier/test_every_network.py.
     network = nets_factory.NETWORKS[name]
     low, high = network.min_image_size, network.max_image_size
     for size in (low, high) if high else (low,):
