@@ -253,9 +253,10 @@ def test_quantize_fine_tunes_the_float_checkpoint_with_fake_quantization(float_r
     float_values = tf.train.load_checkpoint(str(float_run))
     quantized_values = tf.train.load_checkpoint(str(quantized_run))
     weights = 'MobilenetV1/Conv2d_0/weights'
-    # Restored, then moved by 10 steps of learning rate 1e-4 (a fresh one's std is 0.09).
+    # Restored, then moved by 10 steps of learning rate 1e-4 (up to 1.2e-3 seen: RMSProp's
+    # first steps move a weight by up to about 3 x the rate); a fresh one's std is 0.09.
     np.testing.assert_allclose(quantized_values.get_tensor(weights),
-                               float_values.get_tensor(weights), atol=1e-3)
+                               float_values.get_tensor(weights), atol=1e-2)
     ranges = {name: quantized_values.get_tensor(name)
               for name in quantized_values.get_variable_to_shape_map()
               if re.search(r'/act_quant/(min|max)$', name)}
