@@ -51,21 +51,27 @@ FAKE_SPLITS = {
 EMBEDDED_SHA256 = '87ff0c9e40dc7e2c0e34e7257799c2e3f3aec1a016363bb11cad869ec428a826'
 
 
-def expected_digits():
-    """The embedded digits scaled to uint8 as documented: (images [1797, 8, 8], labels
+def embedded_digits():
+    """digits.npz as scikit-learn gave it: (pixels uint8 [1797, 8, 8] in 0..16, labels uint8
     [1797])."""
     with np.load(digits.EMBEDDED) as data:
         pixels, labels = data['pixels'], data['labels']
     assert hashlib.sha256(pixels.tobytes() + labels.tobytes()).hexdigest() == EMBEDDED_SHA256
+    return pixels, labels
+
+
+def expected_digits():
+    """The embedded digits scaled to uint8 as documented: (images [1797, 8, 8], labels
+    [1797])."""
+    pixels, labels = embedded_digits()
     return np.round(pixels.astype(np.float64) * 255 / 16).astype(np.uint8), labels
 
 
 def test_the_embedded_digits_are_ucis_handwritten_digits():
     """1,797 images of 8x8 values 0..16 (pixels counted in 4x4 blocks of a 32x32 bitmap),
     each class 174 to 183 times, as the dataset's description says."""
-    _, labels = expected_digits()
-    with np.load(digits.EMBEDDED) as data:
-        assert data['pixels'].shape == (1797, 8, 8) and data['pixels'].max() == 16
+    pixels, labels = embedded_digits()
+    assert pixels.shape == (1797, 8, 8) and pixels.max() == 16
     assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
 
 
