@@ -8,6 +8,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from slim_deploy.cluster import emulated_hosts  # noqa: E402
 from slim_deploy.datasets import digits  # noqa: E402
 import slim_deploy.deployment  # noqa: E402,F401  (repairs tf-slim for the installed TensorFlow)
 
@@ -49,14 +50,22 @@ EMULATED_HOSTS_LOCK = '/tmp/slim-deploy-emulated-hosts.lock'
 
 @pytest.fixture(autouse=True)
 def one_emulated_cluster_on_the_machine(request):
-    """A test of EMULATED_HOSTS_FILES runs holding EMULATED_HOSTS_LOCK: no other pytest run's
-    hosts are there for it to collide with or for its leak checks to see."""
+    """A test of EMULATED_HOSTS_FILES runs holding EMULATED_HOSTS_LOCK, so no other pytest
+    run's hosts are there for it to collide with, after the instances of dead processes are
+    removed; it fails if it leaves an instance behind (one of a dead process is removed then,
+    so that no later test finds it)."""
     if request.node.nodeid.split('::', 1)[0] not in EMULATED_HOSTS_FILES:
         yield
         return
     with open(EMULATED_HOSTS_LOCK, 'a') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        emulated_hosts.remove_stale()
+        before = emulated_hosts.instances()
         yield
+        left = {prefix: alive for prefix, alive in emulated_hosts.instances().items()
+                if prefix not in before}
+        emulated_hosts.remove_stale()
+        assert not left, f'emulated hosts left behind ({{prefix: owner alive}}): {left}'
 
 
 # The test files whose tests share a module-scoped fixture (a training run, a wheel): each

@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from benchmarks import stragglers
-from slim_deploy.cluster import emulated_hosts
 
 from helpers import REPO
 
@@ -52,7 +51,6 @@ def test_a_mistake_is_one_line(capsys, argv, message):
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_backup_workers_without_and_with_a_straggler():
-    before = set(emulated_hosts.instances())
     result = subprocess.run(
         [sys.executable, '-m', 'benchmarks.stragglers', '--workers=3', '--num_ps_tasks=1',
          '--modes=backup', '--batch_size=8', '--warmup_steps=2', '--steps=4', '--json'],
@@ -66,4 +64,3 @@ def test_backup_workers_without_and_with_a_straggler():
         assert backup[case]['images_per_sec'] == pytest.approx(16 * backup[case]['steps_per_sec'])
     assert found['target']['kept'] == pytest.approx(
         backup['straggler']['steps_per_sec'] / backup['alike']['steps_per_sec'])
-    assert set(emulated_hosts.instances()) == before

@@ -6,8 +6,6 @@ The launcher removes every host it made; the checkpoint restores whole."""
 
 import pytest
 
-from slim_deploy.cluster import emulated_hosts
-
 from clusters import assert_restores, launch_cluster, steps_run, sync_counts, task_lines
 from helpers import checkpoint_step, train_args
 
@@ -23,14 +21,12 @@ STEPS = 12
 ], ids=['collective', 'sync_ps_with_backup_workers'])
 def test_eight_workers_on_emulated_hosts_train_to_the_last_step(digits_dir, tmp_path, options,
                                                                 flags):
-    before = set(emulated_hosts.instances())
     train_dir = tmp_path / 'train'
     code, output = launch_cluster(
         f'--worker_replicas={WORKERS}', '--emulated_hosts', '--link_bandwidth=1gbit', *options,
         args=train_args(train_dir, digits_dir, STEPS, *flags, log_every_n_steps=4),
         timeout=420)
     assert code == 0, output[-3000:]
-    assert set(emulated_hosts.instances()) == before
     for index in range(WORKERS):
         lines = task_lines(output, f'worker:{index}')
         assert steps_run(lines)[0] == STEPS, '\n'.join(lines[-20:])
