@@ -8,6 +8,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tensorflow.compat.v1 as tf  # noqa: E402
 
+from benchmarks import harness  # noqa: E402
 from slim_deploy.cluster import emulated_hosts  # noqa: E402
 from slim_deploy.datasets import digits  # noqa: E402
 import slim_deploy.deployment  # noqa: E402,F401  (repairs tf-slim for the installed TensorFlow)
@@ -52,8 +53,10 @@ EMULATED_HOSTS_LOCK = '/tmp/slim-deploy-emulated-hosts.lock'
 def one_emulated_cluster_on_the_machine(request):
     """A test of EMULATED_HOSTS_FILES runs holding EMULATED_HOSTS_LOCK, so no other pytest
     run's hosts are there for it to collide with, after the instances of dead processes are
-    removed; it fails if it leaves an instance behind (one of a dead process is removed then,
-    so that no later test finds it)."""
+    removed. It fails if it leaves an instance behind: a new one of this process, of a
+    process it started that still runs, or of a dead process (removed then, so that no later
+    test finds it). Those of other live processes (a benchmark run beside the suite) are
+    theirs."""
     if request.node.nodeid.split('::', 1)[0] not in EMULATED_HOSTS_FILES:
         yield
         return
@@ -62,10 +65,17 @@ def one_emulated_cluster_on_the_machine(request):
         emulated_hosts.remove_stale()
         before = emulated_hosts.instances()
         yield
+        ours = {os.getpid(), *harness.descendants(os.getpid())}
         left = {prefix: alive for prefix, alive in emulated_hosts.instances().items()
-                if prefix not in before}
+                if prefix not in before and (not alive or owner_pid(prefix) in ours)}
         emulated_hosts.remove_stale()
         assert not left, f'emulated hosts left behind ({{prefix: owner alive}}): {left}'
+
+
+def owner_pid(prefix):
+    """The pid of the process that made emulated-hosts instance `prefix`
+    (emulated_hosts.PREFIX<pid>.<start time>-<subnet>)."""
+    return int(prefix[len(emulated_hosts.PREFIX):].split('.', 1)[0])
 
 
 # The test files whose tests share a module-scoped fixture (a training run, a wheel): each
