@@ -67,15 +67,10 @@ def one_emulated_cluster_on_the_machine(request):
         yield
         ours = {os.getpid(), *harness.descendants(os.getpid())}
         left = {prefix: alive for prefix, alive in emulated_hosts.instances().items()
-                if prefix not in before and (not alive or owner_pid(prefix) in ours)}
+                if prefix not in before
+                and (not alive or emulated_hosts.owner_pid(prefix) in ours)}
         emulated_hosts.remove_stale()
         assert not left, f'emulated hosts left behind ({{prefix: owner alive}}): {left}'
-
-
-def owner_pid(prefix):
-    """The pid of the process that made emulated-hosts instance `prefix`
-    (emulated_hosts.PREFIX<pid>.<start time>-<subnet>)."""
-    return int(prefix[len(emulated_hosts.PREFIX):].split('.', 1)[0])
 
 
 # The test files whose tests share a module-scoped fixture (a training run, a wheel): each

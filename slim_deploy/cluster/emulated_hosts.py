@@ -208,8 +208,12 @@ def instances():
     if os.path.isdir(ETC_NETNS):
         names.update(os.listdir(ETC_NETNS))
     prefixes = {_instance_of(name) for name in names if name.startswith(PREFIX)}
-    return {prefix: _alive(prefix[len(PREFIX):].split('-')[0])
-            for prefix in sorted(p for p in prefixes if p)}
+    return {prefix: _alive(prefix) for prefix in sorted(p for p in prefixes if p)}
+
+
+def owner_pid(prefix):
+    """The pid of the process that created instance `prefix` (which may be gone)."""
+    return int(_owner_token(prefix).split('.')[0])
 
 
 def remove_stale():
@@ -292,8 +296,13 @@ def _process_token(pid):
         return None
 
 
-def _alive(token):
-    return _process_token(int(token.split('.')[0])) == token
+def _owner_token(prefix):
+    """'<pid>.<start time>' of the process that created instance `prefix`."""
+    return prefix[len(PREFIX):].split('-')[0]
+
+
+def _alive(prefix):
+    return _process_token(owner_pid(prefix)) == _owner_token(prefix)
 
 
 def _free_subnet():
