@@ -39,7 +39,8 @@ def train_resuming(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS,
     for steps in stops:
         args = train_args(train_dir, digits_dir, steps, *flags, log_every_n_steps=100)
         if launch is None:
-            result = run([*TRAIN, *args], timeout=300)
+            # Fresh: each run of a pair draws its own hash seed, as a user's runs do.
+            result = run([*TRAIN, *args], timeout=300, fresh=True)
             assert result.returncode == 0, result.stderr[-3000:]
         else:
             code, output = launch_cluster(*launch, args=args)

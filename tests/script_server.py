@@ -1,0 +1,187 @@
+"""A server of the tests' script runs (helpers.run's) and its client. The server starts as
+an entry point does (verbosity.start(): TensorFlow imported, its start-up noise dropped),
+imports tf_slim and tf_keras, then forks one process per request that runs `python SCRIPT
+ARGS` from there, so that each run skips the seconds of those imports (about 3.5 of a run's
+4.5 when it fails on a flag). Modules (`python -m`) start fresh: the launcher's and the
+benchmarks' parents import no TensorFlow, and a process that has it imported takes most of
+a second more to end. The run is otherwise a process of
+its own: its own stdin, stdout and stderr (file descriptors the client sends), directory,
+environment and exit code, and it ends as the interpreter ends (atexit, finalization). What
+it shares with the others is what the interpreter fixes on starting: the hash seed, and
+TensorFlow's C++ log level (the entry points' default, 2).
+
+    python tests/script_server.py SOCKET
+
+serves on the Unix socket SOCKET until its stdin closes (its test process ended); run() is
+the client, which starts one server per test process on its first request. A request is
+one message, JSON {"argv": [SCRIPT, *ARGS], "cwd": ..., "env": {...}}
+with the three file descriptors; the reply is two lines, the run's pid when it starts and
+its exit code (negative: the signal that ended it) when it ends.
+"""
+import atexit
+import json
+import os
+import runpy
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from slim_deploy.image_classifier import verbosity
+
+
+def serve(path):
+    """Accepts requests on `path` until stdin closes; returns None in the server when it
+    does, and the request's connection in each process forked for one."""
+    verbosity.start()
+    import tf_keras  # noqa: F401
+    import tf_slim  # noqa: F401
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(f'{path}.new')
+    listener.listen()
+    os.rename(f'{path}.new', path)  # Clients wait for the path: it accepts once there.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # Each request's process reaps its run.
+    events = selectors.DefaultSelector()
+    events.register(listener, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)
+    while True:
+        for key, _ in events.select():
+            if key.fileobj is sys.stdin:
+                return None
+            connection, _ = listener.accept()
+            if os.fork() == 0:
+                events.close()
+                listener.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                return connection
+            connection.close()
+
+
+def start_run(connection):
+    """In a request's process: forks the run, replies with its pid and, once it ended, its
+    exit code, then exits; in the run, returns the request's argv with its stdin, stdout,
+    stderr, directory and environment in place."""
+    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+    request = json.loads(message)
+    pid = os.fork()
+    if pid == 0:
+        connection.close()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request['cwd'])
+        os.environ.clear()
+        os.environ.update(request['env'])
+        return request['argv']
+    for fd in fds:
+        os.close(fd)
+    connection.sendall(f'{pid}\n'.encode())
+    _, status = os.waitpid(pid, 0)
+    connection.sendall(f'{os.waitstatus_to_exitcode(status)}\n'.encode())
+    os._exit(0)
+
+
+def run_as_main(argv):
+    """Runs argv ([SCRIPT, *ARGS]) as the interpreter runs a script, as __main__, with
+    sys.argv and sys.path[0] as it sets them."""
+    sys.argv = argv
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    runpy.run_path(argv[0], run_name='__main__')
+
+
+def serves(argv):
+    """Whether run() can run `argv` (a subprocess argv): this interpreter running a script
+    without options of its own, at the entry points' default verbosity (the server imported
+    TensorFlow quietly)."""
+    argv = [os.fspath(arg) for arg in argv]
+    return (len(argv) >= 2 and argv[0] == sys.executable and not argv[1].startswith('-')
+            and verbosity.verbosity_in(argv) <= 0)
+
+
+_server = None  # (Popen, socket path) of this process's server, once started.
+
+
+def run(argv, cwd, env, timeout):
+    """What subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+    timeout=timeout) returns (or raises), for an `argv` (strings or paths) that serves()
+    accepts, run by this process's server (started with `env`: requests must all pass the
+    same); stdin is /dev/null."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            open(os.devnull) as null, socket.socket(socket.AF_UNIX) as connection:
+        connection.connect(_started(env))
+        request = json.dumps({'argv': [os.fspath(arg) for arg in argv[1:]],
+                              'cwd': os.fspath(cwd), 'env': env}).encode()
+        socket.send_fds(connection, [request], [null.fileno(), out.fileno(), err.fileno()])
+        deadline = time.monotonic() + timeout
+        replies = _Replies(connection)
+        pid = int(replies.line(deadline))
+        try:
+            code = int(replies.line(deadline))
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            replies.line(None)
+            raise subprocess.TimeoutExpired(argv, timeout, _text(out), _text(err)) from None
+        return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
+
+
+class _Replies:
+    """The lines a server sends on `connection`."""
+
+    def __init__(self, connection):
+        self._connection, self._received = connection, b''
+
+    def line(self, deadline):
+        """The next line (str), waiting until `deadline` (time.monotonic(); None: no limit),
+        then raising TimeoutError."""
+        while b'\n' not in self._received:
+            self._connection.settimeout(None if deadline is None
+                                        else max(deadline - time.monotonic(), 0.001))
+            data = self._connection.recv(4096)
+            if not data:
+                raise RuntimeError('the script server ended during a run')
+            self._received += data
+        line, _, self._received = self._received.partition(b'\n')
+        return line.decode()
+
+
+def _text(file):
+    """What a temporary file holds, decoded as subprocess's text mode decodes output."""
+    file.seek(0)
+    return file.read().decode().replace('\r\n', '\n').replace('\r', '\n')
+
+
+def _started(env):
+    """The socket path of this process's server, starting it (with `env`) unless running."""
+    global _server
+    if _server is None or _server[0].poll() is not None:
+        directory = tempfile.mkdtemp(prefix='script-server-')
+        path = os.path.join(directory, 'socket')
+        with open(os.path.join(directory, 'log'), 'w') as log:
+            server = subprocess.Popen([sys.executable, os.path.abspath(__file__), path],
+                                      stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                      env=env, cwd='/')
+        atexit.register(_stop, server, directory)
+        while not os.path.exists(path):
+            if server.poll() is not None:
+                with open(os.path.join(directory, 'log')) as log:
+                    raise RuntimeError(f'the script server ended: {log.read()[-3000:]}')
+            time.sleep(0.05)
+        _server = server, path
+    return _server[1]
+
+
+def _stop(server, directory):
+    """Ends `server` (its stdin closes) and removes its directory."""
+    server.stdin.close()
+    server.wait()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    connection = serve(sys.argv[1])
+    if connection is not None:
+        run_as_main(start_run(connection))
