@@ -32,10 +32,9 @@ ENV = {**{name: value for name, value in os.environ.items()
 def run(argv, cwd='/', env=ENV, timeout=300, fresh=False):
     """Runs `argv` in directory `cwd` (default: elsewhere than the repository, as a user
     would) to its end, within `timeout` seconds; returns the CompletedProcess, its stdout
-    and stderr captured as text. A script or module of this interpreter in ENV runs in a
-    process forked from one that imported TensorFlow already (script_server), unless
-    `fresh`: a run that must start its own interpreter (its own hash seed, say) passes
-    fresh=True."""
+    and stderr captured as text. A script of this interpreter in ENV runs in a process
+    forked from one that imported TensorFlow already (script_server), unless `fresh`: a
+    run that must start its own interpreter (its own hash seed, say) passes fresh=True."""
     if env is ENV and not fresh and script_server.serves(argv):
         return script_server.run(argv, cwd, env, timeout)
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,

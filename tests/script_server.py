@@ -1,22 +1,22 @@
 """A server of the tests' script runs (helpers.run's) and its client. The server starts as
 an entry point does (verbosity.start(): TensorFlow imported, its start-up noise dropped),
 imports tf_slim and tf_keras, then forks one process per request that runs `python SCRIPT
-ARGS` from there, so that each run skips the seconds of those imports (about 3.5 of a run's
-4.5 when it fails on a flag). Modules (`python -m`) start fresh: the launcher's and the
-benchmarks' parents import no TensorFlow, and a process that has it imported takes most of
-a second more to end. The run is otherwise a process of
-its own: its own stdin, stdout and stderr (file descriptors the client sends), directory,
-environment and exit code, and it ends as the interpreter ends (atexit, finalization). What
-it shares with the others is what the interpreter fixes on starting: the hash seed, and
-TensorFlow's C++ log level (the entry points' default, 2).
+ARGS` from there, so that each run skips the seconds of those imports (a run that fails on a
+flag takes 1.5 s instead of 4.2). Modules (`python -m`) start fresh: the launcher's and the
+benchmarks' parents import no TensorFlow, and a process that has it imported takes most of a
+second more to end. The run is otherwise a process of its own: its own stdin, stdout and
+stderr (file descriptors the client sends), directory, environment and exit code, and it
+ends as the interpreter ends (atexit, finalization). What it shares with the others is what
+the interpreter fixes on starting: the hash seed, and TensorFlow's C++ log level (the entry
+points' default, 2).
 
     python tests/script_server.py SOCKET
 
 serves on the Unix socket SOCKET until its stdin closes (its test process ended); run() is
 the client, which starts one server per test process on its first request. A request is
-one message, JSON {"argv": [SCRIPT, *ARGS], "cwd": ..., "env": {...}}
-with the three file descriptors; the reply is two lines, the run's pid when it starts and
-its exit code (negative: the signal that ended it) when it ends.
+one message, JSON {"argv": [SCRIPT, *ARGS], "cwd": ..., "env": {...}} with the three file
+descriptors; the reply is two lines, the run's pid when it starts and its exit code
+(negative: the signal that ended it) when it ends.
 """
 import atexit
 import json
