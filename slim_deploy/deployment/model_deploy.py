@@ -603,10 +603,12 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
     the worker's CPU, for every clone and regularizer (see variable_sharing.caching_reads),
     so it crosses the network once per step whatever the number of clones. With
     reads_in_turn (deploy's for training, unless config.prefetch_reads), the workers' steps
-    take these reads in turn, through a lock on the first ps task that a step holds until
-    the values reached it: workers then receive the values one after another instead of all
-    at the end, and one's gradients cross while another reads; the lock's release joins
-    clone 0's UPDATE_OPS, which the training step must run.
+    take these reads in turns, through locks on the first ps task that a step holds until
+    the values reached it: workers then receive the values in turns instead of all at the
+    end, and one's gradients cross while another reads; as many read at once as the ps
+    tasks can serve at a worker's link rate (one when a variable on one task is most of the
+    bytes, P for parts spread over P tasks); the lock's release joins clone 0's UPDATE_OPS,
+    which the training step must run.
     When replicated, clone 0 makes the variables on its device and each other clone a copy
     of the trainable ones on its own (see slim_deploy.deployment.replicas). With
     sync_batch_norm, the batch norms of the clones normalize together (see
@@ -629,6 +631,7 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
     with placement.placing_clones(config) as place, variable_sharing.caching_reads(
             config.caching_device(), read_dtype, prefetch=config.prefetch_reads,
             turn_device=config.variable_devices()[0] if reads_in_turn else None,
+            turn_worker=config.replica_id, turn_readers=config.num_ps_tasks,
             update_scope=config.clone_scope(0)):
         for i in range(config.num_clones):
             with tf.name_scope(config.clone_scope(i)) as clone_scope:

@@ -154,7 +154,8 @@ class CloneVariables:
 
 
 @contextlib.contextmanager
-def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, update_scope=''):
+def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, turn_worker=0,
+                  turn_readers=1, update_scope=''):
     """Within it, each trainable variable made without a caching device of its own, by any
     API (slim, tf.get_variable, tf.compat.v1.layers, Keras layers, tf.Variable), is read once
     per step onto `device` (a device string or function): every use of its value built within (each
@@ -170,32 +171,32 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
     back in float32). prefetch: each resource variable's reads come from a copy on `device`
     that the step refreshes while it computes (see _prefetched): the next step's values
     cross as this step's gradients do, one step older. turn_device: None, or the device (a
-    ps task's) of a lock that the workers' steps take in turn to read: a step's reads of
-    resource variables start once it holds the lock, and it lets go once every value has
-    reached `device` (or when the step ends), so that workers receive their reads one after
-    another instead of sharing the links until all have them. The lock is made on entry,
-    outside whatever context model_fn holds (control dependencies), and the turn's ops
-    outside XLA's clusters. update_scope: the name scope ('' for the root) of the ops this
-    adds to UPDATE_OPS (the refreshes of prefetch, the lock's release), which the training
-    step runs."""
+    ps task's) of the locks that the workers' steps take in turn to read: a step's reads of
+    resource variables start once it holds its lock, and it lets go once every value has
+    reached `device` (or when the step ends), so that workers receive their reads in turns
+    instead of sharing the links until all have them. There are R locks, worker
+    `turn_worker` taking lock turn_worker mod R, so R workers read at once: as many as the
+    ps tasks can send to at a worker's link rate, the reads' bytes over the largest
+    variable's (which one ps task sends alone), at most `turn_readers` (the ps tasks). A
+    variable whole on one ps task gives R = 1; parts spread over P ps tasks, R = P. The
+    locks are made on exit, outside whatever context model_fn holds (control dependencies),
+    and the turn's ops outside XLA's clusters. update_scope: the name scope ('' for the
+    root) of the ops this adds to UPDATE_OPS (the refreshes of prefetch, the lock's
+    release), which the training step runs."""
     if device is None:
         yield
         return
-    cached, received = [], []
-    # Made here, not with the first variable, which model_fn may make under control
-    # dependencies of its own; the turn's ops stay outside XLA's clusters, whose computation
-    # would hold the lock.
+    cached, received, in_turn = [], [], []
+    # The turn's ops stay outside XLA's clusters, whose computation would hold the lock.
     no_xla = functools.partial(tf.xla.experimental.jit_scope, compile_ops=False)
-    if turn_device is not None:
-        with no_xla():
-            lock = _lock(turn_device)
 
     def value_on_device(variable):
         """What the steps use as resource `variable`'s value on `device` (None: TensorFlow's
         own cached read)."""
         read = variable._graph_element
         if turn_device is not None:
-            read = _read_after(variable, lock)
+            read = _read_in_turn(variable)
+            in_turn.append(read)
         narrow = read_dtype if variable.dtype.base_dtype == tf.float32 else None
         value = (compression.read_across(read, narrow, device) if narrow is not None
                  else _sent(read, device) if turn_device is not None else None)
@@ -221,6 +222,10 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
         for variable in cached:
             _uncache(variable)
     if turn_device is not None and received:
+        with no_xla():
+            lock = _lock(turn_device, turn_worker % _readers(in_turn, turn_readers))
+        for read in in_turn:
+            read.op._add_control_input(lock.op)  # The reads were made first, by model_fn.
         with tf.name_scope(_scope(update_scope, 'reads_in_turn')), \
                 tf.colocate_with(None, ignore_existing=True), tf.device(turn_device), \
                 tf.control_dependencies(received), no_xla():
@@ -228,19 +233,27 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, upd
                                  tf.raw_ops.ConsumeMutexLock(mutex_lock=lock, name='release'))
 
 
-def _lock(device):
-    """The lock of caching_reads' turns: the op taking a mutex on `device` that every
-    worker's graph names alike, so that their steps share it."""
+def _readers(reads, most):
+    """How many workers read at once (caching_reads' R): the bytes of `reads` (tensors) over
+    the largest one's, rounded, from 1 to `most`."""
+    sizes = [read.shape.num_elements() * read.dtype.size for read in reads]
+    return max(1, min(most, round(sum(sizes) / max(sizes))))
+
+
+def _lock(device, index):
+    """The op taking lock `index` of caching_reads' turns: a mutex on `device` that every
+    worker's graph names alike, so that the steps taking it share it."""
     with tf.name_scope('reads_in_turn/'), tf.colocate_with(None, ignore_existing=True), \
             tf.device(device):
-        mutex = tf.raw_ops.MutexV2(shared_name='slim_deploy_reads_in_turn', name='mutex')
+        mutex = tf.raw_ops.MutexV2(shared_name=f'slim_deploy_reads_in_turn_{index}',
+                                   name='mutex')
         return tf.raw_ops.MutexLock(mutex=mutex, name='take')
 
 
-def _read_after(variable, lock):
-    """A read of resource `variable`, next to it, once the step holds `lock`."""
-    with tf.colocate_with(variable.handle), tf.name_scope(_scope(variable.op.name, 'Read')), \
-            tf.control_dependencies([lock]):
+def _read_in_turn(variable):
+    """A read of resource `variable`, next to it, which caching_reads makes wait for the
+    turn's lock."""
+    with tf.colocate_with(variable.handle), tf.name_scope(_scope(variable.op.name, 'Read')):
         return tf.raw_ops.ReadVariableOp(resource=variable.handle,
                                          dtype=variable.dtype.base_dtype, name='in_turn')
 

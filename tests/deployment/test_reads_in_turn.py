@@ -14,7 +14,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
-from slim_deploy.deployment import variable_sharing
+from slim_deploy.deployment import placement, variable_sharing
 from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones, deploy
 
 from graphs import built, lenet_model_fn
@@ -60,6 +60,28 @@ def test_workers_read_every_variable_under_the_lock_and_release_it(synchronous):
                if op.name.startswith(('clone_0/LeNet', 'clone_1/LeNet'))]
     assert forward and {t.op for op in forward for t in op.inputs
                         if t.op.type == 'ReadVariableOp' and 'ps' in t.op.device} == set()
+
+
+@pytest.mark.parametrize('num_ps_tasks, partition_min_mb, readers', [
+    (4, None, 1),  # fc3/weights, 12.8 of lenet's 13.1 MB, on one task: one reader at a time.
+    (4, 1, 4),  # In 4 parts, one per task: 4 workers read at once.
+    (2, 1, 2),
+])
+def test_as_many_workers_read_at_once_as_the_ps_tasks_can_serve(num_ps_tasks, partition_min_mb,
+                                                              readers):
+    """Worker i takes lock i mod R, R the reads' bytes over the largest variable's, at most
+    the ps tasks."""
+    partitioner = partition_min_mb and placement.min_size_partitioner(partition_min_mb * 10**6,
+                                                                      num_ps_tasks)
+    locks = set()
+    for replica_id in range(5):
+        config = DeploymentConfig(num_replicas=5, replica_id=replica_id,
+                                  num_ps_tasks=num_ps_tasks, variable_partitioner=partitioner)
+        (mutex,) = _ops(built(config, lenet_model_fn()), 'MutexV2')
+        name = mutex.get_attr('shared_name').decode()
+        assert name == f'slim_deploy_reads_in_turn_{replica_id % readers}'
+        locks.add(name)
+    assert len(locks) == readers
 
 
 @pytest.mark.parametrize('config', [
@@ -146,7 +168,7 @@ def _holding(device, gate_device):
     `gate` (on `gate_device`) gets one."""
     with tf.device(device):
         taken = tf.FIFOQueue(1, tf.int32, [], shared_name='taken')
-        held = variable_sharing._lock(device)
+        held = variable_sharing._lock(device, 0)
         with tf.control_dependencies([held]):
             said = taken.enqueue(0)
     with tf.device(gate_device), tf.control_dependencies([said]):
