@@ -113,10 +113,20 @@ class Inputs:
                                                       self.num_classes)
 
 
+def learning_rate(role):
+    """LEARNING_RATE, over the workers for asynchronous ones (ps workers without
+    sync_replicas, ParameterServerStrategy's): their W updates of a gradient each move the
+    variables as far as a synchronous update of W gradients' mean, and momentum on gradients
+    up to W steps stale stays stable (8 asynchronous workers at LEARNING_RATE diverged)."""
+    asynchronous = role['kind'] == 'parameter_server_strategy' or (
+        role['kind'] == 'ps_worker' and not role['sync_replicas'])
+    return LEARNING_RATE / len(role['cluster']['worker']) if asynchronous else LEARNING_RATE
+
+
 def optimizer(role):
-    """Momentum SGD; with float16, under TensorFlow's dynamic loss scaling (tf.distribute's
-    setups: deploy() scales by itself)."""
-    momentum = tf.train.MomentumOptimizer(LEARNING_RATE, MOMENTUM)
+    """Momentum SGD at learning_rate(role); with float16, under TensorFlow's dynamic loss
+    scaling (tf.distribute's setups: deploy() scales by itself)."""
+    momentum = tf.train.MomentumOptimizer(learning_rate(role), MOMENTUM)
     loss_scaling = precision.PRECISIONS[role['precision']].loss_scaling
     if role['kind'] in VARIABLE_UPDATES or not loss_scaling:
         return momentum
@@ -371,7 +381,7 @@ def coordinator_trainer(args, role):
     network = SlimLayer(inputs.loss)
     with strategy.scope():
         network(*synthetic_values(1, image_size))  # Makes the variables.
-        train_optimizer = tf_keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM,
+        train_optimizer = tf_keras.optimizers.SGD(learning_rate(role), momentum=MOMENTUM,
                                                   jit_compile=False)
         train_optimizer.build(network.trainable_weights)
     batches = iter(coordinator.create_per_worker_dataset(lambda: tf2.data.Dataset.from_tensors(
