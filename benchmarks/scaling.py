@@ -26,14 +26,14 @@ workers that share cores, the transfers' copies and sums take the cores backprop
 From these and the bytes of the step (sizing_figures.step_traffics: the same traffic model
 as --link_gbps), it predicts the step on each limited link (slim_deploy.deployment.sizing's
 model of the mode; MultiWorkerMirroredStrategy's ring is collective's, and
-ParameterServerStrategy's workers are asynchronous ps workers moving deploy()'s bytes,
-although they read each penalized weight a second time per step, for its penalty, which the
-plan does not count) at the rate the
-tensors' bytes get: the link's rate times PAYLOAD_SHARE, as tc counts whole Ethernet frames
-of which TCP's payload is 1,448 of 1,514 bytes. What this checks is the planner's account
-of the network: what slower links add to a step, and how much of it backprop hides. A run
-with 16-bit gradients is planned as plan_cluster plans it when its setup's float32 run came
-first: that run's unlimited step plus what the casts and sums cost
+ParameterServerStrategy's workers are asynchronous ps workers moving the bytes of deploy()'s
+step read without a caching device, a variable at each use, as TensorFlow 2 reads it:
+sizing_figures.strategy_ps_traffic) at the rate the tensors' bytes get: the link's rate
+times PAYLOAD_SHARE, as tc counts whole Ethernet frames of which TCP's payload is 1,448 of
+1,514 bytes. What this checks is the planner's account of the network: what slower links
+add to a step, and how much of it backprop hides. A run with 16-bit gradients is planned as
+plan_cluster plans it when its setup's float32 run came first: that run's unlimited step
+plus what the casts and sums cost
 (sizing.compression_seconds at the seconds per byte sizing_figures.compression_seconds_per_byte
 times here, times the sharing: the float32 step over one worker's step alone).
 
@@ -98,9 +98,13 @@ def predict(setup, traffics, compute, workers, link_gbps, ps_tasks, partition_mi
 
 
 def traffic_of(setup, traffics):
-    """The StepTraffic of `setup`'s step of `traffics` ((ps step, collective step))."""
-    ps_traffic, collective_traffic = traffics
-    return ps_traffic if network.SETUPS[setup].kind in network.WITH_PS else collective_traffic
+    """The StepTraffic of `setup`'s step of `traffics` ((ps step, collective step,
+    ParameterServerStrategy's step or None))."""
+    ps_traffic, collective_traffic, strategy_traffic = traffics
+    kind = network.SETUPS[setup].kind
+    if kind == 'parameter_server_strategy':
+        return strategy_traffic
+    return ps_traffic if kind in network.WITH_PS else collective_traffic
 
 
 def point(workers, setup, compressed, partition_mb, label, compute, unlimited, rate, link_gbps,
@@ -129,8 +133,12 @@ def benchmark(args, log):
     forward_fraction = alone.forward / alone.seconds
     log(f'{args.model_name} alone here: {alone.seconds:.3f} s per step, the forward pass '
         f'{forward_fraction:.2f} of it')
-    traffics = {compressed: sizing_figures.step_traffics(args.model_name, args.batch_size,
-                                                         trainers.NUM_CLASSES, compressed)
+    strategy_traffic = (sizing_figures.strategy_ps_traffic(
+        args.model_name, args.batch_size, trainers.NUM_CLASSES)
+        if any(setup == 'parameter_server_strategy' for setup, _, _ in args.runs) else None)
+    traffics = {compressed: (*sizing_figures.step_traffics(args.model_name, args.batch_size,
+                                                           trainers.NUM_CLASSES, compressed),
+                             strategy_traffic)
                 for compressed in args.gradient_compression}
     per_byte = {compressed: sizing_figures.compression_seconds_per_byte(compressed)
                 for compressed in args.gradient_compression}

@@ -44,17 +44,35 @@ def step_traffics(model_name, batch_size, num_classes, gradient_compression='non
     builds for 2 workers on 1 ps task (asynchronous) and for 2 collective workers, their
     gradients crossing in `gradient_compression` (a name of compression.COMPRESSIONS).
     sizing stands them for any number of workers and ps tasks."""
+    return tuple(_traffic(model_name, batch_size, num_classes, model_deploy.DeploymentConfig(
+        clone_on_cpu=True, num_replicas=2, gradient_compression=gradient_compression,
+        **cluster)) for cluster in (dict(num_ps_tasks=1), dict(variable_update='collective')))
+
+
+def strategy_ps_traffic(model_name, batch_size, num_classes):
+    """StepTraffic of a step of tf.distribute's ParameterServerStrategy training `model_name`
+    as step_traffics' ps step does, but reading a variable from its ps task at each use, as
+    TensorFlow 2's workers do (it has no caching device): a penalized weight twice, for the
+    forward pass and for its penalty."""
+    return _traffic(model_name, batch_size, num_classes, _ReadingAtEachUse(
+        clone_on_cpu=True, num_replicas=2, num_ps_tasks=1))
+
+
+class _ReadingAtEachUse(model_deploy.DeploymentConfig):
+    """A DeploymentConfig whose clones read the variables where each use of them runs."""
+
+    def caching_device(self):
+        return None
+
+
+def _traffic(model_name, batch_size, num_classes, config):
+    """The StepTraffic of worker 0's step under `config` (a DeploymentConfig) training
+    `model_name` on `batch_size` zero images of `num_classes` classes."""
     model_fn = _model_fn(model_name, num_classes, lambda size: (
         tf.zeros([batch_size, size, size, 3]), tf.zeros([batch_size], tf.int64)))
-    traffics = []
-    for cluster in (dict(num_ps_tasks=1), dict(variable_update='collective')):
-        config = model_deploy.DeploymentConfig(
-            clone_on_cpu=True, num_replicas=2, gradient_compression=gradient_compression,
-            **cluster)
-        with tf.Graph().as_default() as graph:
-            model_deploy.deploy(config, model_fn, optimizer=_optimizer())
-        traffics.append(network_traffic.step_traffic(graph, config))
-    return tuple(traffics)
+    with tf.Graph().as_default() as graph:
+        model_deploy.deploy(config, model_fn, optimizer=_optimizer())
+    return network_traffic.step_traffic(graph, config)
 
 
 def measure_compute(model_name, batch_size, num_classes, steps=3):

@@ -32,22 +32,30 @@ PS_STEP = StepTraffic(
 COLLECTIVE_STEP = StepTraffic(
     workers=2, worker=Link('worker', MB, MB, MB, EACH_WAY), ps_tasks=(),
     all_reduces=AllReduces(count=1, bytes=MB, members=2, local_members=1))
+# ParameterServerStrategy's: 'a' read twice.
+STRATEGY_STEP = dataclasses.replace(
+    PS_STEP, worker=Link('worker', 2 * MB, MB, 3 * MB, IN_THEN_OUT),
+    groups=(PsGroup('a', 0, received=(('a_gradient', MB, 2 * MB),),
+                    sent=(('a_read', MB, 2 * MB), ('a_read_1', MB, 2 * MB))),))
+TRAFFICS = (PS_STEP, COLLECTIVE_STEP, STRATEGY_STEP)
 
 
-@pytest.mark.parametrize('setup, mode', [('parameter_server', sizing.ASYNC_PS),
-                                         ('sync_replicas', sizing.SYNC_PS),
-                                         ('collective', sizing.COLLECTIVE),
-                                         ('multi_worker_mirrored', sizing.COLLECTIVE),
-                                         ('parameter_server_strategy', sizing.ASYNC_PS)])
-def test_each_setup_is_predicted_by_the_model_of_its_mode(setup, mode):
-    prediction = scaling.predict(setup, (PS_STEP, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 1)
+@pytest.mark.parametrize('setup, mode, worker_in', [
+    ('parameter_server', sizing.ASYNC_PS, MB),
+    ('sync_replicas', sizing.SYNC_PS, MB),
+    ('collective', sizing.COLLECTIVE, 2 * 3 * MB // 4),  # The ring's 2 (N - 1) / N x 1 MB.
+    ('multi_worker_mirrored', sizing.COLLECTIVE, 2 * 3 * MB // 4),
+    ('parameter_server_strategy', sizing.ASYNC_PS, 2 * MB)])
+def test_each_setup_is_predicted_by_the_model_of_its_mode_from_its_step(setup, mode, worker_in):
+    prediction = scaling.predict(setup, TRAFFICS, COMPUTE, 4, 1.0, 1)
     assert prediction.mode == mode and prediction.workers == 4
     assert prediction.ps_tasks == (None if mode == sizing.COLLECTIVE else 1)
+    assert prediction.traffic.worker.bytes_in == worker_in
 
 
 def test_a_point_sets_the_measured_step_against_the_predicted():
     # Collective on 4 workers: the ring passes 2 x 3/4 x 1 MB, 12 ms, within backprop's 20.
-    prediction = scaling.predict('collective', (PS_STEP, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 1)
+    prediction = scaling.predict('collective', TRAFFICS, COMPUTE, 4, 1.0, 1)
     assert prediction.seconds == pytest.approx(0.030)
     point = scaling.point(4, 'collective', 'none', 0, 'collective', 0.030, 0.031, '1gbit', 1.0,
                           0.034, prediction)
@@ -70,7 +78,8 @@ def test_parts_are_predicted_for_the_ps_setups():
                 sent=(('b_read', 2 * MB, 2 * MB),), shape=(500, 1000), dtype='float32',
                 whole=frozenset({'b_gradient', 'b_read'}))))
     for setup in ('parameter_server', 'sync_replicas', 'parameter_server_strategy'):
-        whole, parts = (scaling.predict(setup, (step, COLLECTIVE_STEP), COMPUTE, 4, 1.0, 2, size)
+        whole, parts = (scaling.predict(setup, (step, COLLECTIVE_STEP, step), COMPUTE, 4, 1.0, 2,
+                                        size)
                         for size in (0, MB // 2))
         assert (whole.partition_min_bytes, parts.partition_min_bytes) == (0, MB // 2)
         assert [link.bytes_in for link in parts.traffic.ps_tasks] == [6 * MB] * 2

@@ -194,6 +194,18 @@ def test_the_cost_of_16_bit_gradients_is_timed_per_byte_and_none_costs_nothing()
         assert 0 <= per_byte < 1e-8
 
 
+def test_parameter_server_strategys_workers_read_each_penalized_weight_twice():
+    """lenet on 28x28x3 images: its 4 weights, L2-penalized, cross a second time for their
+    penalty: conv1 5x5x3x32, conv2 5x5x32x64, fc3 3136x1024, fc4 1024x10 float32s."""
+    ps, _ = sizing_figures.step_traffics('lenet', 4, 10)
+    strategy = sizing_figures.strategy_ps_traffic('lenet', 4, 10)
+    weights = 4 * (5 * 5 * 3 * 32 + 5 * 5 * 32 * 64 + 3136 * 1024 + 1024 * 10)
+    assert strategy.worker.bytes_in == ps.worker.bytes_in + weights
+    assert strategy.worker.bytes_out == ps.worker.bytes_out
+    assert sum(group.bytes for group in strategy.groups) == sum(
+        group.bytes for group in ps.groups) + weights
+
+
 def test_the_recommended_mode_scales_best_and_ties_go_to_the_simpler_mode():
     """At 1 Gbit/s with 4 workers: collective 1.0, asynchronous 30/38, synchronous 30/62. With
     a straggler 3 times slower the asynchronous workers (0.75 of the compute) beat the
