@@ -31,16 +31,17 @@ def differing(a_dir, b_dir, step):
     return sorted(name for name in a if not np.array_equal(a[name], b[name]))
 
 
-def train_resuming(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS, outputs=None):
+def train_resuming(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS, outputs=None,
+                   fresh=False):
     """Trains to each of `stops` in tmp_path/name (resuming), with `flags`, as one
-    process or through the launcher with `launch` (its options), appending the launcher's
-    output of each to `outputs` (a list; None: not kept); returns the train_dir."""
+    process (started afresh if `fresh`, else served) or through the launcher with `launch`
+    (its options), appending the launcher's output of each to `outputs` (a list; None: not
+    kept); returns the train_dir."""
     train_dir = tmp_path / name
     for steps in stops:
         args = train_args(train_dir, digits_dir, steps, *flags, log_every_n_steps=100)
         if launch is None:
-            # Fresh: each run of a pair draws its own hash seed, as a user's runs do.
-            result = run([*TRAIN, *args], timeout=300, fresh=True)
+            result = run([*TRAIN, *args], timeout=300, fresh=fresh)
             assert result.returncode == 0, result.stderr[-3000:]
         else:
             code, output = launch_cluster(*launch, args=args)
@@ -60,7 +61,9 @@ def train_resuming(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS,
 ], ids=['parameter_server', 'replicated'])
 def test_seeded_runs_in_one_process_are_bit_identical(tmp_path, digits_dir, flags):
     first = train_resuming(tmp_path, digits_dir, 'first', '--seed=7', *flags)
-    second = train_resuming(tmp_path, digits_dir, 'second', '--seed=7', *flags)
+    # Fresh: the second run draws a hash seed other than the served first's, as a user's
+    # runs each draw their own.
+    second = train_resuming(tmp_path, digits_dir, 'second', '--seed=7', *flags, fresh=True)
     for step in STEPS:
         assert differing(first, second, step) == []
     if '--variable_update=replicated' not in flags:  # One case shows it; it is the seed's.
