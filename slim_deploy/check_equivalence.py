@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from slim_deploy.analysis import equivalence  # noqa: E402
 from slim_deploy.common.errors import UsageError  # noqa: E402
-from slim_deploy.deployment import compression, model_deploy  # noqa: E402
+from slim_deploy.deployment import compression, model_deploy, setting_rules  # noqa: E402
 from slim_deploy.image_classifier import builders, cli, config  # noqa: E402
 from slim_deploy.nets import nets_factory  # noqa: E402
 
@@ -79,7 +79,7 @@ def workers():
     """The number of workers the flags ask for; UsageError when --num_workers does not fit
     --variable_update."""
     variable_update = model_deploy.VARIABLE_UPDATES.check(FLAGS.variable_update)
-    problem = model_deploy.gradient_compression_problem(
+    problem = setting_rules.gradient_compression_problem(
         FLAGS.gradient_compression, variable_update, 0, lambda name, value: f'--{name}={value}',
         ps_tasks_possible=False)  # The check runs no ps tasks.
     if problem:
@@ -89,7 +89,7 @@ def workers():
             raise UsageError(f'--num_workers applies to --variable_update=collective only, '
                              f'not to --variable_update={variable_update}')
         return 1
-    problem = model_deploy.variable_update_problem(
+    problem = setting_rules.variable_update_problem(
         variable_update, FLAGS.num_workers, 0,
         lambda name, value: f'--{"num_workers" if name == "num_replicas" else name}={value}')
     if problem:

@@ -21,7 +21,7 @@ from slim_deploy.cluster import shape, tasks
 from slim_deploy.common.bounds import INT32_MAX, INT64_MAX, MAX_SECONDS, Bounds, check_settings
 from slim_deploy.common.errors import UsageError
 from slim_deploy.datasets import dataset_factory
-from slim_deploy.deployment import compression, model_deploy, tflite
+from slim_deploy.deployment import compression, model_deploy, setting_rules, tflite
 from slim_deploy.deployment.precision import PRECISIONS
 from slim_deploy.nets import nets_factory
 from slim_deploy.preprocessing import preprocessing_factory
@@ -360,14 +360,14 @@ class ClusterConfig:
     def _check_variable_update(self):
         """UsageError unless variable_update fits the replicas and ps tasks."""
         for problem in (
-                model_deploy.variable_update_problem(
+                setting_rules.variable_update_problem(
                     self.variable_update, self.worker_replicas, self.num_ps_tasks, _as_flag),
-                model_deploy.gradient_compression_problem(
+                setting_rules.gradient_compression_problem(
                     self.gradient_compression, self.variable_update, self.num_ps_tasks,
                     _as_flag),
-                model_deploy.prefetch_reads_problem(
+                setting_rules.prefetch_reads_problem(
                     self.prefetch_reads, self.variable_update, self.num_ps_tasks, _as_flag),
-                model_deploy.variable_partitioner_problem(
+                setting_rules.variable_partitioner_problem(
                     self.variable_partition_min_mb or None, self.variable_update,
                     self.num_ps_tasks, _as_flag)):
             if problem:
@@ -507,12 +507,12 @@ class TrainConfig(_RunConfig):
         check_model(self.model, 'train_image_size', self.data.dataset_name)
         cluster = self.cluster
         for problem in (
-                model_deploy.quantize_delay_problem(self.quantize_delay, cluster.sync_batch_norm,
+                setting_rules.quantize_delay_problem(self.quantize_delay, cluster.sync_batch_norm,
                                                     _as_flag),
-                model_deploy.distinct_devices_problem(
+                setting_rules.distinct_devices_problem(
                     cluster.variable_update, cluster.sync_batch_norm, self.devices.num_clones,
                     self.devices.clone_on_cpu, None, _as_flag),
-                cluster.sync_replicas and model_deploy.sync_replicas_problem(
+                cluster.sync_replicas and setting_rules.sync_replicas_problem(
                     self.devices.precision, cluster.prefetch_reads, _as_flag)):
             if problem:
                 raise UsageError(problem)

@@ -2,6 +2,7 @@
 import pytest
 import tensorflow.compat.v1 as tf
 
+from slim_deploy.deployment import model_deploy, setting_rules
 from slim_deploy.deployment.model_deploy import PS_STRATEGIES, DeploymentConfig, placement_plan
 
 W0 = '/job:worker/task:0'
@@ -250,3 +251,10 @@ def test_placement_plan_names_the_strategy():
     assert plan.splitlines()[0] == (
         'variables  largest first onto the least-loaded of /job:ps/task:0/device:CPU:0, '
         '/job:ps/task:1/device:CPU:0')
+
+
+def test_the_setting_rules_keep_their_names_in_model_deploy():
+    rules = [name for name in vars(setting_rules) if name.endswith('_problem')]
+    assert len(rules) == 7
+    for name in rules:
+        assert getattr(model_deploy, name) is getattr(setting_rules, name)
