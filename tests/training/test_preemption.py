@@ -42,9 +42,13 @@ class Task:
     def text(self):
         return self.log.read_text()
 
-    def last_step(self):
-        """The last global step the progress lines reported; 0 before any."""
-        steps = STEP_LINE.findall(self.text())
+    def last_step(self, before=None):
+        """The last global step the progress lines reported (before the first line holding
+        `before`, when given); 0 before any."""
+        text = self.text()
+        if before is not None:
+            text = text[:text.index(before)]
+        steps = STEP_LINE.findall(text)
         return int(steps[-1]) if steps else 0
 
     def wait_for(self, predicate, timeout=120):
@@ -86,10 +90,12 @@ def test_a_signal_checkpoints_the_step_and_the_rerun_finishes_from_it(digits_dir
     assert seconds < config.ScheduleConfig.grace_period_secs
     stopped = checkpoint_step(train_dir)
     assert stopped == task.last_step()  # The step in flight finished and was checkpointed.
-    # Past the step last logged when the signal went: the step in flight, and at most one
-    # more that began while the log line travelled (steps take 20-40 ms here).
-    assert seen <= stopped <= seen + 2
+    # Not before the step logged when the signal went, nor past the step in flight when the
+    # process heard it: a step is logged before the stop is looked for, so every step but
+    # that one was logged before the line saying the signal was heard.
     name = signal.Signals(signum).name
+    heard = task.last_step(before=f'Received {name}: stopping after the step in flight')
+    assert seen <= stopped <= heard + 1
     assert final_line(task) == (f'train_image_classifier.py: stopped by {name} at global step '
                                 f'{stopped}; checkpointed in {train_dir}: rerun to resume '
                                 'from it')
