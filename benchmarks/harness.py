@@ -15,7 +15,9 @@ its stdin and a reply per line on its stdout:
     processes.close()                                    # in a finally: ends them all
 
   Processes(directory, timeout_secs, hosts): every process the benchmark starts, each
-    one's stderr in a file of `directory`; hosts: the
+    one's stderr in a file of `directory`, which is its TMPDIR too (TensorFlow's autograph
+    writes modules there that a process ending by os._exit, as role processes do, leaves
+    behind); hosts: the
     slim_deploy.cluster.emulated_hosts.EmulatedHosts that start(host=...) runs on (None: this
     machine only).
   start(name, argv, env=None, host=None) -> Process: argv in the environment() plus `env`
@@ -331,6 +333,7 @@ class Processes:
             argv = self._hosts.command(host, argv)
         env = environment(env)
         env['PYTHONPATH'] = os.pathsep.join(filter(None, [REPO, env.get('PYTHONPATH')]))
+        env['TMPDIR'] = self._directory
         log = tempfile.TemporaryFile(dir=self._directory)
         self._all.append(Process(name, argv, env, log, self._replies))
         return self._all[-1]

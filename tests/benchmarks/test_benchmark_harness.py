@@ -7,10 +7,10 @@ import pytest
 from benchmarks import harness
 from slim_deploy.cluster import emulated_hosts
 
-# A role process (module harness_role): replies with its role and the addresses of its host,
-# then echoes each command; a command {'fail': text} raises.
+# A role process (module harness_role): replies with its role, the addresses of its host and
+# its directory of temporary files, then echoes each command; a command {'fail': text} raises.
 ROLE = '''
-import json, subprocess, sys
+import json, subprocess, sys, tempfile
 
 from benchmarks import harness
 
@@ -18,7 +18,8 @@ def serve(reply, commands):
     addresses = subprocess.run(['ip', '-4', '-o', 'addr', 'show'], capture_output=True,
                                text=True).stdout
     reply(role=json.loads(sys.argv[2]), addresses=[line.split()[3]
-                                                  for line in addresses.splitlines()])
+                                                  for line in addresses.splitlines()],
+          temporary=tempfile.gettempdir())
     for command in commands:
         if 'fail' in command:
             raise ValueError(command['fail'])
@@ -78,6 +79,7 @@ def test_role_processes_answer_on_this_machine_and_on_an_emulated_host(tmp_path,
             assert [reply['role'] for reply in first] == [{'task': 0}, {'task': 1}]
             assert hosts['a'].address + '/24' in first[0]['addresses']
             assert hosts['a'].address + '/24' not in first[1]['addresses']
+            assert [reply['temporary'] for reply in first] == [str(tmp_path)] * 2
             for process in (remote, local):
                 process.send(steps=3)
             assert processes.collect([remote, local], 'echo') == [{'echo': {'steps': 3}}] * 2
