@@ -17,9 +17,8 @@ its stdin and a reply per line on its stdout:
   Processes(directory, timeout_secs, hosts): every process the benchmark starts, each
     one's stderr in a file of `directory`, which is its TMPDIR too (TensorFlow's autograph
     writes modules there that a process ending by os._exit, as role processes do, leaves
-    behind); hosts: the
-    slim_deploy.cluster.emulated_hosts.EmulatedHosts that start(host=...) runs on (None: this
-    machine only).
+    behind); hosts: the slim_deploy.cluster.emulated_hosts.EmulatedHosts that
+    start(host=...) runs on (None: this machine only).
   start(name, argv, env=None, host=None) -> Process: argv in the environment() plus `env`
     (a dict), with REPO first on its PYTHONPATH (the benchmarks package found from any
     directory), on emulated host `host` of `hosts` (None: this machine); `name` names it in
