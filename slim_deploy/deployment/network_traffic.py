@@ -330,7 +330,7 @@ def step_traffic(graph, config, fetches=None):
             sender = placement.task(tensor.op)
             if sender == receiver or tensor.op.type == 'Const':
                 continue
-            size = _tensor_bytes(tensor)
+            size = tensor_bytes(tensor)
             if size is None:
                 unknown.add(tensor.name)
                 continue
@@ -640,7 +640,7 @@ def _all_reduces(step):
             members = op.get_attr('group_size')
         else:  # CollectiveReduceV2: input, group size, group key, instance key, ...
             members, *keys = (tf.get_static_value(tensor) for tensor in op.inputs[1:4])
-        size = _tensor_bytes(op.inputs[0])
+        size = tensor_bytes(op.inputs[0])
         if size is None or members is None or None in keys:
             unknown += 1
             continue
@@ -670,7 +670,7 @@ def needed_ops(fetches):
     return needed
 
 
-def _tensor_bytes(tensor):
+def tensor_bytes(tensor):
     """Bytes of `tensor` from its static shape and dtype; None if its shape is unknown."""
     elements = tensor.shape.num_elements()
     return None if elements is None else elements * tensor.dtype.base_dtype.size

@@ -32,7 +32,7 @@ import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import resource_variable_ops
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.deployment import compression, placement
+from slim_deploy.deployment import compression, network_traffic, placement
 
 # Op types that write a variable: a Keras layer's update is one of them.
 _ASSIGN_OP_TYPES = frozenset({
@@ -236,7 +236,7 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, tur
 def _readers(reads, most):
     """How many workers read at once (caching_reads' R): the bytes of `reads` (tensors) over
     the largest one's, rounded, from 1 to `most`."""
-    sizes = [read.shape.num_elements() * read.dtype.size for read in reads]
+    sizes = [network_traffic.tensor_bytes(read) for read in reads]
     return max(1, min(most, round(sum(sizes) / max(sizes))))
 
 
