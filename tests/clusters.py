@@ -3,6 +3,7 @@ started one by one (on this machine's network or on emulated hosts), and what th
 Built on helpers.py (its REPO, ENV, TRAIN, run, start_logged, tf_config and wait_for)."""
 import re
 import signal
+import socket
 import sys
 
 import tensorflow.compat.v1 as tf
@@ -10,14 +11,18 @@ import tensorflow.compat.v1 as tf
 from slim_deploy.cluster import launch
 from slim_deploy.nets import nets_factory
 
-from helpers import ENV, REPO, TRAIN, run, start_logged, tf_config, wait_for
+from helpers import ENV, REPO, TRAIN, run, served, start_logged, tf_config, wait_for
 
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.
 
 
-def launch_cluster(*options, args, command=TRAIN, timeout=LAUNCH_TIMEOUT_SECS):
+def launch_cluster(*options, args, command=TRAIN, timeout=LAUNCH_TIMEOUT_SECS, fresh=False):
     """Runs the launcher with `options` on `command` (a list; default:
-    train_image_classifier.py) with `args`; returns (exit code, stdout + stderr)."""
+    train_image_classifier.py) with `args`; returns (exit code, stdout + stderr). The tasks
+    are served (helpers.served) unless `fresh` or on emulated hosts, whose network a served
+    run would not have."""
+    if '--emulated_hosts' not in options:
+        command = served(command, fresh)
     result = run([sys.executable, '-m', 'slim_deploy.cluster.launch', *options, '--',
                   *command, *args], cwd=REPO, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
@@ -56,20 +61,32 @@ def assert_restores(train_dir, step):
             assert sess.run(global_step) == step
 
 
+def port_free(port):
+    """Whether a server can listen on `port` of this machine (no process listens there)."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(('0.0.0.0', port))
+        except OSError:
+            return False
+        return True
+
+
 class Cluster:
     """ps + worker processes of train_image_classifier.py started directly (no launcher),
     so that a test can kill and restart one; each task's output goes to a log file."""
 
-    def __init__(self, tmp_path, args, cluster=None, by_flags=False, hosts=None, tasks=None):
+    def __init__(self, tmp_path, args, cluster=None, by_flags=False, hosts=None, tasks=None,
+                 fresh=False):
         """cluster: {job: [address, ...]}; None for 1 ps and 2 workers on free ports (or on
         `hosts`). by_flags: name it with --ps_hosts/--worker_hosts/--job_name/--task, not
         TF_CONFIG. hosts: the emulated_hosts.EmulatedHosts to run task ps:0 on host ps-0,
-        ... (launch.emulated_host_names); None: this machine's network. tasks: those to start now
-        ('ps:0', ...); None: all."""
+        ... (launch.emulated_host_names); None: this machine's network, the tasks served
+        (helpers.served) unless `fresh`. tasks: those to start now ('ps:0', ...); None: all."""
         self.hosts = hosts
         self.cluster = cluster or (launch.emulated_cluster_spec(hosts, 1, 2) if hosts else
                                    launch.cluster_spec(launch.LOCALHOST, 1, 2))
-        self.by_flags = by_flags
+        self.by_flags, self.fresh = by_flags, fresh
         self.tmp_path, self.args, self.processes, self.logs = tmp_path, args, {}, {}
         for job, addresses in self.cluster.items():
             for index in range(len(addresses)):
@@ -88,7 +105,7 @@ class Cluster:
         command = [*TRAIN, *args]
         if self.hosts:
             command = self.hosts.command(f'{kind}-{index}', command)
-        self.processes[task] = start_logged(command, log, env)
+        self.processes[task] = start_logged(command, log, env, self.fresh)
         self.logs[f'{task}.{incarnation}'] = log
 
     def log(self, task, incarnation=0):
@@ -98,8 +115,13 @@ class Cluster:
         wait_for(predicate, timeout)
 
     def kill(self, task):
+        """SIGKILLs `task`; returns once its port is free (a served run dies just after its
+        stand-in)."""
         self.processes[task].send_signal(signal.SIGKILL)
         self.processes[task].wait()
+        job, index = task.split(':')
+        port = int(self.cluster[job][int(index)].rsplit(':', 1)[1])
+        wait_for(lambda: self.hosts or port_free(port), timeout=30)
 
     def wait_workers(self, timeout=180):
         """Waits for the training tasks to exit; returns their exit codes."""

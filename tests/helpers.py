@@ -55,12 +55,23 @@ def train_args(train_dir, digits_dir, steps, *extra, log_every_n_steps=5):
             f'--max_number_of_steps={steps}', *extra]
 
 
-def start_logged(command, log, env=ENV):
-    """Starts `command` in REPO, its stdout and stderr going to the file `log` (a path);
-    returns its Popen."""
+def served(command, fresh=False):
+    """`command` (a subprocess argv), or where script_server serves it (unless `fresh`), a
+    stand-in process's command that runs it served: for a process started to run beside
+    others (a cluster's task, through the launcher or not), whose environment is ENV with
+    variables a program reads once started (TF_CONFIG). Signals other than SIGKILL and
+    SIGSTOP sent to the stand-in reach the run; a test that stops a task passes fresh=True."""
+    if fresh or not script_server.serves(command):
+        return command
+    return script_server.stand_in_command(command, ENV)
+
+
+def start_logged(command, log, env=ENV, fresh=False):
+    """Starts served(`command`, fresh) in REPO, its stdout and stderr going to the file `log`
+    (a path); returns its Popen."""
     with open(log, 'w') as out:
-        return subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                env=env)
+        return subprocess.Popen(served(command, fresh), cwd=REPO, stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
 
 
 def wait_for(predicate, timeout=120, process=None, log=None):

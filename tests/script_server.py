@@ -16,9 +16,20 @@ serves on the Unix socket SOCKET until its stdin closes (its test process ended)
 the client, which starts one server per test process on its first request. A request is
 one message, JSON {"argv": [SCRIPT, *ARGS], "cwd": ..., "env": {...}} with the three file
 descriptors; the reply is two lines, the run's pid when it starts and its exit code
-(negative: the signal that ended it) when it ends.
+(negative: the signal that ended it) when it ends. A client that goes away (closes its
+connection, or dies) takes its run with it: the run is killed.
+
+    python tests/script_server.py --stand_in SOCKET SCRIPT ARGS
+
+is a process that stands in for `python SCRIPT ARGS` (stand_in_command()), for a program
+that starts its own processes (the cluster launcher's tasks, a test's ps and workers): the
+run has its stdin, stdout, stderr, directory and environment; the signals it gets are
+passed on to the run (all but SIGKILL, which kills the run through the closed connection,
+and SIGSTOP, which cannot be passed on: a test that stops a task starts it fresh), and it
+ends as the run ended, with its exit code or by its signal.
 """
 import atexit
+import contextlib
 import json
 import os
 import runpy
@@ -63,8 +74,8 @@ def serve(path):
 
 def start_run(connection):
     """In a request's process: forks the run, replies with its pid and, once it ended, its
-    exit code, then exits; in the run, returns the request's argv with its stdin, stdout,
-    stderr, directory and environment in place."""
+    exit code (killing it first if the client goes away), then exits; in the run, returns
+    the request's argv with its stdin, stdout, stderr, directory and environment in place."""
     message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
     request = json.loads(message)
     pid = os.fork()
@@ -80,8 +91,16 @@ def start_run(connection):
     for fd in fds:
         os.close(fd)
     connection.sendall(f'{pid}\n'.encode())
+    watched = selectors.DefaultSelector()
+    run_ended = os.pidfd_open(pid)
+    watched.register(run_ended, selectors.EVENT_READ)
+    watched.register(connection, selectors.EVENT_READ)
+    ready = [key.fileobj for key, _ in watched.select()]
+    if run_ended not in ready and not connection.recv(1):  # The client is gone: so is its run.
+        os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
-    connection.sendall(f'{os.waitstatus_to_exitcode(status)}\n'.encode())
+    with contextlib.suppress(OSError):  # Unless the client is gone.
+        connection.sendall(f'{os.waitstatus_to_exitcode(status)}\n'.encode())
     os._exit(0)
 
 
@@ -148,6 +167,47 @@ class _Replies:
         return line.decode()
 
 
+def stand_in_command(argv, env):
+    """The command of a process that stands in for `argv` (a subprocess argv serves()
+    accepts), run by this process's server (started with `env` unless running)."""
+    return [sys.executable, os.path.abspath(__file__), '--stand_in', _started(env),
+            *map(os.fspath, argv[1:])]
+
+
+# The signals a stand-in passes on to its run (SIGKILL and SIGSTOP cannot be caught).
+PASSED_ON = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGABRT, signal.SIGUSR1,
+             signal.SIGUSR2, signal.SIGALRM, signal.SIGTERM, signal.SIGCONT)
+
+
+def stand_in(path, argv):
+    """Runs `argv` in the server on socket `path` as this process would (module
+    docstring); never returns."""
+    run_pid, received = None, []
+
+    def pass_on(signum, _):
+        if run_pid is None:
+            received.append(signum)
+        else:
+            os.kill(run_pid, signum)
+
+    for signum in PASSED_ON:
+        signal.signal(signum, pass_on)
+    with socket.socket(socket.AF_UNIX) as connection:
+        connection.connect(path)
+        request = json.dumps({'argv': argv, 'cwd': os.getcwd(), 'env': dict(os.environ)})
+        socket.send_fds(connection, [request.encode()], [0, 1, 2])
+        replies = _Replies(connection)
+        run_pid = int(replies.line(None))
+        for signum in received:
+            os.kill(run_pid, signum)
+        code = int(replies.line(None))
+    if code < 0:  # Ends by the run's signal.
+        if -code in PASSED_ON:
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code % 256)
+
+
 def _text(file):
     """What a temporary file holds, decoded as subprocess's text mode decodes output."""
     file.seek(0)
@@ -182,6 +242,8 @@ def _stop(server, directory):
 
 
 if __name__ == '__main__':
+    if sys.argv[1] == '--stand_in':
+        stand_in(sys.argv[2], sys.argv[3:])
     connection = serve(sys.argv[1])
     if connection is not None:
         run_as_main(start_run(connection))

@@ -34,9 +34,9 @@ def differing(a_dir, b_dir, step):
 def train_resuming(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS, outputs=None,
                    fresh=False):
     """Trains to each of `stops` in tmp_path/name (resuming), with `flags`, as one
-    process (started afresh if `fresh`, else served) or through the launcher with `launch`
-    (its options), appending the launcher's output of each to `outputs` (a list; None: not
-    kept); returns the train_dir."""
+    process or through the launcher with `launch` (its options), the processes started
+    afresh if `fresh`, else served, appending the launcher's output of each to `outputs` (a
+    list; None: not kept); returns the train_dir."""
     train_dir = tmp_path / name
     for steps in stops:
         args = train_args(train_dir, digits_dir, steps, *flags, log_every_n_steps=100)
@@ -44,7 +44,7 @@ def train_resuming(tmp_path, digits_dir, name, *flags, launch=None, stops=STEPS,
             result = run([*TRAIN, *args], timeout=300, fresh=fresh)
             assert result.returncode == 0, result.stderr[-3000:]
         else:
-            code, output = launch_cluster(*launch, args=args)
+            code, output = launch_cluster(*launch, args=args, fresh=fresh)
             assert code == 0, output[-3000:]
             if outputs is not None:
                 outputs.append(output)
@@ -76,7 +76,8 @@ def test_seeded_runs_in_one_process_are_bit_identical(tmp_path, digits_dir, flag
 def test_seeded_collective_workers_are_bit_identical(tmp_path, digits_dir):
     launch = ('--num_ps_tasks=0', '--worker_replicas=2')
     runs = [train_resuming(tmp_path, digits_dir, name, '--seed=7', '--variable_update=collective',
-                        launch=launch) for name in ('first', 'second')]
+                           launch=launch, fresh=name == 'second')
+            for name in ('first', 'second')]  # The second run's hash seeds are other.
     for step in STEPS:
         assert differing(*runs, step) == []
 
@@ -88,8 +89,9 @@ def test_seeded_synchronous_workers_aggregate_in_worker_order(tmp_path, digits_d
     launch = ('--num_ps_tasks=1', '--worker_replicas=2', '--sync_replicas')
     outputs = []
     runs = [train_resuming(tmp_path, digits_dir, name, '--seed=7', '--replicas_to_aggregate=2',
-                           '--gradient_accumulation_steps=2', launch=launch, outputs=outputs)
-            for name in ('first', 'second')]
+                           '--gradient_accumulation_steps=2', launch=launch, outputs=outputs,
+                           fresh=name == 'second')
+            for name in ('first', 'second')]  # The second run's hash seeds are other.
     for step in STEPS:
         assert differing(*runs, step) == []
     for output in outputs:  # Each run of 6 updates: 2 workers x 2 micro-batches each.

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from helpers import run
+from helpers import ENV, REPO, run, served, wait_for
 
 PROBE = '''
     import atexit
@@ -89,3 +89,43 @@ def test_served_runs_run_at_once(tmp_path):
     assert writer.returncode == 0
     waiter.join()
     assert results[0].stdout == 'True\n'
+
+
+STAND_IN_PROBE = '''
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, lambda *_: (print('SIGTERM', flush=True), sys.exit(143)))
+    print(os.getpid(), sys.argv[1:], os.getcwd(), os.environ['TF_CONFIG'], flush=True)
+    print('to stderr', file=sys.stderr, flush=True)
+    time.sleep(float(sys.argv[1]))
+    '''
+
+
+@pytest.mark.slow
+def test_a_stand_in_is_its_run_to_who_started_it(tmp_path):
+    """Its run has its streams, directory and environment; a signal sent to it reaches the
+    run, and it ends as the run ended (here by its exit code, 143); SIGKILLed, it takes
+    its run with it."""
+    (tmp_path / 'probe.py').write_text(textwrap.dedent(STAND_IN_PROBE))
+    command = served([sys.executable, tmp_path / 'probe.py'])
+    server = os.path.join(REPO, 'tests', 'script_server.py')
+    assert command[:3] == [sys.executable, server, '--stand_in']
+    env = {**ENV, 'TF_CONFIG': '{"task": 1}'}
+    stand_ins = [subprocess.Popen([*command, '60'], cwd=tmp_path, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    runs = []
+    for stand_in in stand_ins:
+        pid, rest = stand_in.stdout.readline().split(' ', 1)
+        assert rest == f"['60'] {tmp_path} {{\"task\": 1}}\n"
+        assert stand_in.stderr.readline() == 'to stderr\n'
+        runs.append(int(pid))
+    assert stand_ins[0].pid not in runs
+    stand_ins[0].send_signal(signal.SIGTERM)
+    assert stand_ins[0].wait(timeout=30) == 143
+    assert stand_ins[0].stdout.read() == 'SIGTERM\n'
+    stand_ins[1].kill()
+    stand_ins[1].wait()
+    wait_for(lambda: not os.path.exists(f'/proc/{runs[1]}'), timeout=10)
+    (tmp_path / 'killed.py').write_text('import os, signal\nos.kill(os.getpid(), signal.SIGINT)')
+    assert subprocess.run(served([sys.executable, tmp_path / 'killed.py'])).returncode == (
+        -signal.SIGINT)
