@@ -1,6 +1,7 @@
 """Helpers of the cluster tests: training tasks as real processes, through the launcher or
 started one by one (on this machine's network or on emulated hosts), and what they left.
-Built on helpers.py (its REPO, ENV, TRAIN, run, start_logged, tf_config and wait_for)."""
+Built on helpers.py (its REPO, ENV, TRAIN, run, served, start_logged, tf_config and
+wait_for)."""
 import re
 import signal
 import socket
@@ -119,9 +120,10 @@ class Cluster:
         stand-in)."""
         self.processes[task].send_signal(signal.SIGKILL)
         self.processes[task].wait()
-        job, index = task.split(':')
-        port = int(self.cluster[job][int(index)].rsplit(':', 1)[1])
-        wait_for(lambda: self.hosts or port_free(port), timeout=30)
+        if not self.hosts:
+            job, index = task.split(':')
+            port = int(self.cluster[job][int(index)].rsplit(':', 1)[1])
+            wait_for(lambda: port_free(port), timeout=30)
 
     def wait_workers(self, timeout=180):
         """Waits for the training tasks to exit; returns their exit codes."""
