@@ -4,12 +4,12 @@ Built on helpers.py (its REPO, ENV, TRAIN, run, served, start_logged, tf_config 
 wait_for)."""
 import re
 import signal
-import socket
 import sys
 
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.cluster import launch
+from slim_deploy.cluster.tasks import port_in_use
 from slim_deploy.nets import nets_factory
 
 from helpers import ENV, REPO, TRAIN, run, served, start_logged, tf_config, wait_for
@@ -62,17 +62,6 @@ def assert_restores(train_dir, step):
             assert sess.run(global_step) == step
 
 
-def port_free(port):
-    """Whether a server can listen on `port` of this machine (no process listens there)."""
-    with socket.socket() as listener:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            listener.bind(('0.0.0.0', port))
-        except OSError:
-            return False
-        return True
-
-
 class Cluster:
     """ps + worker processes of train_image_classifier.py started directly (no launcher),
     so that a test can kill and restart one; each task's output goes to a log file."""
@@ -123,7 +112,7 @@ class Cluster:
         if not self.hosts:
             job, index = task.split(':')
             port = int(self.cluster[job][int(index)].rsplit(':', 1)[1])
-            wait_for(lambda: port_free(port), timeout=30)
+            wait_for(lambda: not port_in_use(port), timeout=30)
 
     def wait_workers(self, timeout=180):
         """Waits for the training tasks to exit; returns their exit codes."""

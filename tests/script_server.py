@@ -131,12 +131,9 @@ def run(argv, cwd, env, timeout):
     same); stdin is /dev/null."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             open(os.devnull) as null, socket.socket(socket.AF_UNIX) as connection:
-        connection.connect(_started(env))
-        request = json.dumps({'argv': [os.fspath(arg) for arg in argv[1:]],
-                              'cwd': os.fspath(cwd), 'env': env}).encode()
-        socket.send_fds(connection, [request], [null.fileno(), out.fileno(), err.fileno()])
+        replies = _request(connection, _started(env), argv[1:], cwd, env,
+                           [null.fileno(), out.fileno(), err.fileno()])
         deadline = time.monotonic() + timeout
-        replies = _Replies(connection)
         pid = int(replies.line(deadline))
         try:
             code = int(replies.line(deadline))
@@ -145,6 +142,17 @@ def run(argv, cwd, env, timeout):
             replies.line(None)
             raise subprocess.TimeoutExpired(argv, timeout, _text(out), _text(err)) from None
         return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
+
+
+def _request(connection, path, argv, cwd, env, fds):
+    """Connects `connection` (a Unix socket) to the server at `path` and asks it to run
+    `argv` ([SCRIPT, *ARGS], strings or paths) in directory `cwd` with environment `env` and
+    the file descriptors `fds` as stdin, stdout and stderr; returns the _Replies to come."""
+    connection.connect(path)
+    request = json.dumps({'argv': [os.fspath(arg) for arg in argv], 'cwd': os.fspath(cwd),
+                          'env': env})
+    socket.send_fds(connection, [request.encode()], fds)
+    return _Replies(connection)
 
 
 class _Replies:
@@ -193,10 +201,7 @@ def stand_in(path, argv):
     for signum in PASSED_ON:
         signal.signal(signum, pass_on)
     with socket.socket(socket.AF_UNIX) as connection:
-        connection.connect(path)
-        request = json.dumps({'argv': argv, 'cwd': os.getcwd(), 'env': dict(os.environ)})
-        socket.send_fds(connection, [request.encode()], [0, 1, 2])
-        replies = _Replies(connection)
+        replies = _request(connection, path, argv, os.getcwd(), dict(os.environ), [0, 1, 2])
         run_pid = int(replies.line(None))
         for signum in received:
             os.kill(run_pid, signum)

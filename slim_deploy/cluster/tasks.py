@@ -119,7 +119,7 @@ class ClusterTask:
                                             job_name=self.task_type, task_index=self.task_index,
                                             config=config, start=True)
             except tf.errors.UnknownError as e:  # It does not say why.
-                error, taken = e, _port_in_use(port)
+                error, taken = e, port_in_use(port)
         if taken:
             raise AddressInUse(f'cannot start the gRPC server of {self.name} at {self.address}: '
                                f'address in use (another process holds port {port})') from error
@@ -127,7 +127,7 @@ class ClusterTask:
                          f'{error.message}') from error
 
 
-def _port_in_use(port):
+def port_in_use(port):
     """Whether another process holds TCP `port` where a gRPC server would listen (every
     interface)."""
     with socket.socket() as probe:
