@@ -77,7 +77,8 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
                                 **kwargs)
 
     preprocessing_fn.__name__ = preprocessing_fn.__qualname__ = f'{family(name)}_preprocessing'
-    return preprocessing_fn
+    # Graph-mode code (as TF-Slim's): tf.data need not convert it with AutoGraph.
+    return tf.autograph.experimental.do_not_convert(preprocessing_fn)
 
 
 def output_channels(name, channels, use_grayscale=False):

@@ -86,3 +86,20 @@ def test_evaluation_sees_every_example_exactly_once(tmp_path, num_examples, batc
         real += [i for i, w in zip(example_ids(images), weights) if w == 1.0]
         assert set(weights) <= {0.0, 1.0}
     assert sorted(real) == list(range(num_examples))
+
+
+def test_a_preprocessing_function_is_converted_by_autograph_as_tf_data_would(tmp_path):
+    """A Python condition on a tensor, which only AutoGraph makes a graph of."""
+    def halving_odd_examples(image, height, width):
+        image = identity_preprocessing(image, height, width)
+        if tf.equal(tf.reduce_max(image) % 2, 1):
+            image = image / 2
+        return image
+
+    split = write_split(tmp_path, num_examples=6, num_shards=2)
+    ((images, _, _),) = run_batches(lambda: pipeline.evaluation_batches(
+        split, halving_odd_examples, 2, batch_size=6), 1)
+    assert images[:, 0, 0, 0].tolist() == [0, 0.5, 2, 1.5, 4, 2.5]
+    ((images, _),) = run_batches(lambda: pipeline.training_batches(
+        split, halving_odd_examples, 2, batch_size=6, seed=1), 1)
+    assert set(images[:, 0, 0, 0].tolist()) <= {0, 0.5, 2, 1.5, 4, 2.5}
