@@ -20,7 +20,8 @@ AutoGraph converts the preprocessing function, as tf.data converts the functions
 unless it is marked tf.autograph.experimental.do_not_convert (the toolkit's are). The
 pipeline's own functions are written for graph mode (tf.cond, no Python conditions on
 tensors) and are not converted, nor are the functions they map (converting them would add
-0.3 s or more to each process's start).
+0.3 s or more to each process's start), even when a converted function builds the pipeline
+(a tf.function, a tf.distribute strategy's input function).
 """
 import contextlib
 import re
@@ -271,6 +272,7 @@ def _examples(records, split, preprocessing_fn, image_size, labels_offset, guard
                                            deterministic=deterministic)
 
 
+@tf.autograph.experimental.do_not_convert
 def training_batches(split, preprocessing_fn, image_size, batch_size, num_readers=4,
                      num_preprocessing_threads=4, labels_offset=0, replica_id=0,
                      num_replicas=1, shuffle_buffer=4096, seed=None, guard=None):
@@ -294,6 +296,7 @@ def training_batches(split, preprocessing_fn, image_size, batch_size, num_reader
             .prefetch(AUTOTUNE))
 
 
+@tf.autograph.experimental.do_not_convert
 def evaluation_batches(split, preprocessing_fn, image_size, batch_size, num_clones=1,
                        num_readers=1, num_preprocessing_threads=4, labels_offset=0,
                        guard=None):
