@@ -47,7 +47,8 @@ def test_batch_norm_fused_with_tensor_is_training(rank):
 
 
 def test_layers_and_resnet_build():
-    """conv2d, flatten, fully_connected, legacy_fully_connected and a ResNet."""
+    """conv2d, flatten, fully_connected, legacy_fully_connected and tf_slim's ResNet
+    generator (one block of one unit: the 50-layer nets build in tests/nets)."""
     with tf.Graph().as_default(), tf.Session() as sess:
         images = tf.ones([2, 8, 8, 3])
         net = slim.conv2d(images, 4, [3, 3])
@@ -59,10 +60,12 @@ def test_layers_and_resnet_build():
 
     with tf.Graph().as_default():
         with slim.arg_scope(resnet_v1.resnet_arg_scope()):
-            logits, _ = resnet_v1.resnet_v1_50(
-                tf.zeros([1, 64, 64, 3]), num_classes=10, is_training=True)
+            logits, _ = resnet_v1.resnet_v1(
+                tf.zeros([1, 64, 64, 3]), [resnet_v1.resnet_v1_block('block1', 2, 1, 2)],
+                num_classes=10, is_training=True)
         assert logits.shape.as_list() == [1, 1, 1, 10]
-        assert tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+        # The moving mean and variance of conv1's, the unit's 3 and its shortcut's batch norms.
+        assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS)) == 2 * 5
 
 
 def test_tfexample_decoder_decodes_png_and_label():

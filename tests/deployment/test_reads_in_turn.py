@@ -207,7 +207,7 @@ def test_a_step_reads_once_another_lets_go_of_the_lock():
             # It holds the lock, waiting for the gate.
             session.run(taken.dequeue(), options=tf.RunOptions(timeout_in_ms=60000))
             reader.start()
-            reader.join(timeout=2)
+            reader.join(timeout=1)  # A step alone takes milliseconds.
             assert reader.is_alive() and not losses
             session.run(gate.enqueue(0))
             for thread in (holder, reader):

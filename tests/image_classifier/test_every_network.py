@@ -1,7 +1,8 @@
 """Every network of the factory as a user names it on the embedded digits: each reads a batch
-at its default image size, one network of each builder trains two steps (or builds its
-training graph), or it is refused before anything is built, in one line saying why and what
-to do: a video network given images, an image size outside the ones the network takes."""
+at its default image size (once for the networks that read alike), one network of each
+builder trains two steps (or builds its training graph), or it is refused before anything is
+built, in one line saying why and what to do: a video network given images, an image size
+outside the ones the network takes."""
 import pytest
 import tensorflow.compat.v1 as tf
 
@@ -23,6 +24,15 @@ TRAINS = {
     'resnet_v2_50'}
 BUILDS = {'inception_resnet_v2', 'inception_v3', 'inception_v4', 'nasnet_cifar', 'overfeat',
           'pnasnet_mobile', 'vgg_a'}
+
+
+def reading(name):
+    """What network `name`'s training reads: (its preprocessing family, default image size)."""
+    return NETWORKS[name].preprocessing, NETWORKS[name].default_image_size
+
+
+READINGS = {key: [name for name in IMAGES if reading(name) == key]
+            for key in sorted(set(map(reading, IMAGES)))}
 
 
 def builder_module(name):
@@ -106,13 +116,17 @@ def test_one_network_of_each_builder_trains_or_builds_its_training(name, digits_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name', IMAGES)
-def test_every_image_network_reads_a_batch_of_the_digits_at_its_size(name, digits_dir,
+@pytest.mark.parametrize('family, size', READINGS, ids=lambda value: str(value))
+def test_every_image_network_reads_a_batch_of_the_digits_at_its_size(family, size, digits_dir,
                                                                       tmp_path):
-    config = train_config(name, digits_dir, tmp_path)
-    model = builders.classifier(config.data, config.model, is_training=True)
+    """Each network's training reads with its family's preprocessing at its default size;
+    the first of the networks that read alike reads a batch (theirs is the same pipeline)."""
+    configs = [train_config(name, digits_dir, tmp_path) for name in READINGS[family, size]]
+    models = [builders.classifier(config.data, config.model, is_training=True)
+              for config in configs]
+    assert {(model.preprocessing_fn.__name__, model.image_size) for model in models} == {
+        (f'{family}_preprocessing', size)}
     with tf.Graph().as_default(), tf.Session() as sess:
-        batches = model.training_batches(config.data)
+        batches = models[0].training_batches(configs[0].data)
         images, labels = sess.run(tf.data.make_one_shot_iterator(batches).get_next())
-    size = NETWORKS[name].default_image_size
     assert images.shape[:3] == (2, size, size) and labels.shape == (2,)

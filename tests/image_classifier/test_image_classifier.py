@@ -157,6 +157,7 @@ def test_export_defaults_to_the_run_and_serves_the_checkpoints_logits(trained, t
                                                'saved_model_dir': str(saved_model_dir)}))
 
 
+@pytest.mark.slow
 def test_trainable_scopes_and_moving_averages_through_evaluation(digits_dir, tmp_path):
     train_dir = tmp_path / 'train'
     # At the digits' own 8x8 (not padded to 28x28) 4 steps part the averaged and raw models.
@@ -185,6 +186,7 @@ def test_trainable_scopes_and_moving_averages_through_evaluation(digits_dir, tmp
     assert averaged != raw
 
 
+@pytest.mark.slow
 def test_fine_tuning_only_seeds_an_empty_train_dir(trained, digits_dir, tmp_path):
     source, _ = trained
     flags = dict(checkpoint_path=str(source), checkpoint_exclude_scopes='LeNet/fc4',
@@ -239,6 +241,7 @@ def test_checkpoints_of_every_mode_resume_fine_tune_and_evaluate_in_the_others(
                                   checkpoint_values(source)['LeNet/conv1/weights'])
 
 
+@pytest.mark.slow
 def test_scaled_and_warmed_up_learning_rate_is_logged_recorded_and_used(digits_dir, tmp_path):
     flags = dict(num_clones=2, batch_size=16, learning_rate=0.1, learning_rate_scaling='linear',
                  base_batch_size=64, warmup_epochs=0.1, warmup_learning_rate=0.01,
@@ -257,6 +260,7 @@ def test_scaled_and_warmed_up_learning_rate_is_logged_recorded_and_used(digits_d
                                rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_accumulated_micro_batches_count_as_one_step(digits_dir, tmp_path):
     flags = dict(num_clones=2, batch_size=16, gradient_accumulation_steps=3,
                  max_number_of_steps=4, log_every_n_steps=2)
@@ -281,6 +285,7 @@ def test_synchronized_batch_norm_trains_a_net_with_batch_norm(digits_dir, tmp_pa
             'members: the clones (27 batch norms)') in messages[0]
 
 
+@pytest.mark.slow
 def test_a_diverging_loss_stops_with_the_last_good_checkpoint(digits_dir, tmp_path):
     flags = dict(batch_size=16, optimizer='sgd', learning_rate_decay_type='fixed',
                  num_clones=1)

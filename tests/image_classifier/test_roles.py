@@ -38,6 +38,7 @@ def test_train_refuses_a_task_that_trains_nothing(digits_dir, tmp_path, task_typ
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_trainer_trains_and_the_evaluator_evaluates_its_checkpoints(digits_dir, tmp_path):
     train_dir = tmp_path / 'train'
     assert roles.run(config(train_dir, digits_dir)) == 2

@@ -343,6 +343,7 @@ def test_arg_scopes_options(arg_scope, kwargs, variables, update_ops):
     assert penalized == ({'Conv/weights', 'Fc/weights'} | ({'Fc/biases'} if biases else set()))
 
 
+@pytest.mark.slow
 def test_inception_v1_checkpoint_contract_features_and_reuse():
     """Inception v1 at 224x224 with TF-Slim's variable names; then, reusing its variables,
     the pooled features (no classes) of a smaller input under global pooling."""

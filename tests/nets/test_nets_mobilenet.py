@@ -343,6 +343,7 @@ def test_rejects_bad_arguments():
             conv_blocks.expanded_conv(images, 8, depthwise_location='middle')
 
 
+@pytest.mark.slow
 def test_forward_pass_with_a_second_clone_reusing_the_variables():
     """MobileNet v3 small (squeeze-excite, hard-swish, 5x5 kernels, the pooled head) on
     64x64 images: a training clone (batch-norm decay 0, so that one update replaces the

@@ -333,6 +333,7 @@ def test_atrous_features_are_the_nominal_ones_densely(version):
     np.testing.assert_allclose(dense[:, ::4, ::4], nominal, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_store_non_strided_activations():
     """The blocks' end points keep their last unit's input resolution; the output is the
     same as without."""

@@ -149,6 +149,7 @@ def test_learning_rate_and_quant_delay_follow_fine_tune_checkpoint(parsed_flags)
                 mobilenet_v1_train.get_quant_delay()) == (1e-4, 0)
 
 
+@pytest.mark.slow
 def test_quantized_training_with_ps_tasks_puts_every_variable_on_the_ps(parsed_flags,
                                                                         digits_dir):
     from nets import mobilenet_v1_train

@@ -57,11 +57,14 @@ def test_session_config_and_clone_devices():
         ['/device:CPU:0', '/device:CPU:1', '/device:CPU:2'], 3)  # No GPU on this machine.
 
 
-def test_chief_waits_for_the_other_workers_before_running_the_last_steps_alone(tmp_path):
+def test_chief_waits_for_the_other_workers_before_running_the_last_steps_alone(tmp_path,
+                                                                              monkeypatch):
     # An in-process gRPC server: the chief and a thread standing for another worker share
     # its variables. Once the global step reaches 8, the other worker's last two updates
     # land 0.3 s apart; the chief, told that the others stop at 8, must wait for them
-    # (taking the run to 10, the last step) instead of running steps 9 and 10 itself.
+    # (taking the run to 10, the last step) instead of running steps 9 and 10 itself, the
+    # global step still for 1.5 s (3 s, QUIET_MIN_SECS, in a real run).
+    monkeypatch.setattr(loop, 'QUIET_MIN_SECS', 1.5)
     server = tf.distribute.Server.create_local_server()
     with tf.Graph().as_default() as graph:
         train_tensor = build_counter_loss(nan_after=100)
