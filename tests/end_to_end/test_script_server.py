@@ -126,6 +126,10 @@ def test_a_stand_in_is_its_run_to_who_started_it(tmp_path):
     stand_ins[1].kill()
     stand_ins[1].wait()
     wait_for(lambda: not os.path.exists(f'/proc/{runs[1]}'), timeout=10)
-    (tmp_path / 'killed.py').write_text('import os, signal\nos.kill(os.getpid(), signal.SIGINT)')
+    # SIGINT's default action set first: started with SIGINT ignored (a background job of a
+    # shell without job control), an interpreter and the runs of its server ignore it.
+    (tmp_path / 'killed.py').write_text('import os, signal\n'
+                                        'signal.signal(signal.SIGINT, signal.SIG_DFL)\n'
+                                        'os.kill(os.getpid(), signal.SIGINT)')
     assert subprocess.run(served([sys.executable, tmp_path / 'killed.py'])).returncode == (
         -signal.SIGINT)
