@@ -20,12 +20,9 @@ LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exite
 def launch_cluster(*options, args, command=TRAIN, timeout=LAUNCH_TIMEOUT_SECS, fresh=False):
     """Runs the launcher with `options` on `command` (a list; default:
     train_image_classifier.py) with `args`; returns (exit code, stdout + stderr). The tasks
-    are served (helpers.served) unless `fresh` or on emulated hosts, whose network a served
-    run would not have."""
-    if '--emulated_hosts' not in options:
-        command = served(command, fresh)
+    are served (helpers.served) unless `fresh`."""
     result = run([sys.executable, '-m', 'slim_deploy.cluster.launch', *options, '--',
-                  *command, *args], cwd=REPO, timeout=timeout)
+                  *served(command, fresh), *args], cwd=REPO, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
 
 
@@ -71,7 +68,7 @@ class Cluster:
         """cluster: {job: [address, ...]}; None for 1 ps and 2 workers on free ports (or on
         `hosts`). by_flags: name it with --ps_hosts/--worker_hosts/--job_name/--task, not
         TF_CONFIG. hosts: the emulated_hosts.EmulatedHosts to run task ps:0 on host ps-0,
-        ... (launch.emulated_host_names); None: this machine's network, the tasks served
+        ... (launch.emulated_host_names); None: this machine's network. The tasks are served
         (helpers.served) unless `fresh`. tasks: those to start now ('ps:0', ...); None: all."""
         self.hosts = hosts
         self.cluster = cluster or (launch.emulated_cluster_spec(hosts, 1, 2) if hosts else

@@ -58,10 +58,11 @@ def train_args(train_dir, digits_dir, steps, *extra, log_every_n_steps=5):
 def served(command, fresh=False):
     """`command` (a subprocess argv), or where script_server serves it (unless `fresh`), a
     stand-in process's command that runs it served: for a process started to run beside
-    others (a cluster's task, through the launcher or not), whose environment is ENV with
+    others (a cluster's task, through the launcher or not, on an emulated host or not:
+    EmulatedHosts.command(host, argv)), whose environment is ENV with
     variables a program reads once started (TF_CONFIG). Signals other than SIGKILL and
     SIGSTOP sent to the stand-in reach the run; a test that stops a task passes fresh=True."""
-    if fresh or not script_server.serves(command):
+    if fresh or not script_server.stands_in(command):
         return command
     return script_server.stand_in_command(command, ENV)
 

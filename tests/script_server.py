@@ -8,15 +8,18 @@ second more to end. The run is otherwise a process of its own: its own stdin, st
 stderr (file descriptors the client sends), directory, environment and exit code, and it
 ends as the interpreter ends (atexit, finalization). What it shares with the others is what
 the interpreter fixes on starting: the hash seed, and TensorFlow's C++ log level (the entry
-points' default, 2).
+points' default, 2). It runs in its client's network and mount namespaces, so a stand-in
+started on an emulated host (`ip netns exec NAMESPACE`) gives the run that host's network and
+/etc/hosts.
 
     python tests/script_server.py SOCKET
 
 serves on the Unix socket SOCKET until its stdin closes (its test process ended); run() is
 the client, which starts one server per test process on its first request. A request is
-one message, JSON {"argv": [SCRIPT, *ARGS], "cwd": ..., "env": {...}} with the three file
-descriptors; the reply is two lines, the run's pid when it starts and its exit code
-(negative: the signal that ended it) when it ends. A client that goes away (closes its
+one message, JSON {"argv": [SCRIPT, *ARGS], "cwd": ..., "env": {...}} with five file
+descriptors: stdin, stdout, stderr and the client's network and mount namespaces; the reply
+is two lines, the run's pid when it starts and its exit code (negative: the signal that
+ended it) when it ends. A client that goes away (closes its
 connection, or dies) takes its run with it: the run is killed.
 
     python tests/script_server.py --stand_in SOCKET SCRIPT ARGS
@@ -30,6 +33,7 @@ ends as the run ended, with its exit code or by its signal.
 """
 import atexit
 import contextlib
+import ctypes
 import json
 import os
 import runpy
@@ -76,14 +80,15 @@ def start_run(connection):
     """In a request's process: forks the run, replies with its pid and, once it ended, its
     exit code (killing it first if the client goes away), then exits; in the run, returns
     the request's argv with its stdin, stdout, stderr, directory and environment in place."""
-    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3 + len(NAMESPACES))
     request = json.loads(message)
     pid = os.fork()
     if pid == 0:
         connection.close()
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
             os.close(fd)
+        _enter(fds[3:])
         os.chdir(request['cwd'])
         os.environ.clear()
         os.environ.update(request['env'])
@@ -104,6 +109,20 @@ def start_run(connection):
     os._exit(0)
 
 
+# The namespaces a run shares with its client, and setns(2)'s type of each.
+NAMESPACES = {'net': 0x40000000, 'mnt': 0x00020000}  # CLONE_NEWNET, CLONE_NEWNS
+
+
+def _enter(namespace_fds):
+    """In the run: joins each of its client's namespaces (file descriptors of /proc/PID/ns/,
+    in NAMESPACES' order) that is not its own already, and closes the descriptors."""
+    setns = ctypes.CDLL(None, use_errno=True).setns
+    for (kind, nstype), fd in zip(NAMESPACES.items(), namespace_fds):
+        if os.fstat(fd).st_ino != os.stat(f'/proc/self/ns/{kind}').st_ino and setns(fd, nstype):
+            raise OSError(ctypes.get_errno(), f"joining the client's {kind} namespace")
+        os.close(fd)
+
+
 def run_as_main(argv):
     """Runs argv ([SCRIPT, *ARGS]) as the interpreter runs a script, as __main__, with
     sys.argv and sys.path[0] as it sets them."""
@@ -119,6 +138,17 @@ def serves(argv):
     argv = [os.fspath(arg) for arg in argv]
     return (len(argv) >= 2 and argv[0] == sys.executable and not argv[1].startswith('-')
             and verbosity.verbosity_in(argv) <= 0)
+
+
+def stands_in(argv):
+    """Whether a stand-in can stand for `argv` (a subprocess argv): one serves() accepts,
+    alone or after an emulated host's `ip netns exec NAMESPACE`."""
+    return serves(argv[_host_prefix_length(argv):])
+
+
+def _host_prefix_length(argv):
+    """4 if `argv` starts with `ip netns exec NAMESPACE` (EmulatedHosts.command's), else 0."""
+    return 4 if [os.fspath(arg) for arg in argv[:3]] == ['ip', 'netns', 'exec'] else 0
 
 
 _server = None  # (Popen, socket path) of this process's server, once started.
@@ -147,11 +177,17 @@ def run(argv, cwd, env, timeout):
 def _request(connection, path, argv, cwd, env, fds):
     """Connects `connection` (a Unix socket) to the server at `path` and asks it to run
     `argv` ([SCRIPT, *ARGS], strings or paths) in directory `cwd` with environment `env` and
-    the file descriptors `fds` as stdin, stdout and stderr; returns the _Replies to come."""
+    the file descriptors `fds` as stdin, stdout and stderr, in this process's namespaces;
+    returns the _Replies to come."""
     connection.connect(path)
     request = json.dumps({'argv': [os.fspath(arg) for arg in argv], 'cwd': os.fspath(cwd),
                           'env': env})
-    socket.send_fds(connection, [request.encode()], fds)
+    namespaces = [os.open(f'/proc/self/ns/{kind}', os.O_RDONLY) for kind in NAMESPACES]
+    try:
+        socket.send_fds(connection, [request.encode()], [*fds, *namespaces])
+    finally:
+        for fd in namespaces:
+            os.close(fd)
     return _Replies(connection)
 
 
@@ -176,10 +212,13 @@ class _Replies:
 
 
 def stand_in_command(argv, env):
-    """The command of a process that stands in for `argv` (a subprocess argv serves()
-    accepts), run by this process's server (started with `env` unless running)."""
-    return [sys.executable, os.path.abspath(__file__), '--stand_in', _started(env),
-            *map(os.fspath, argv[1:])]
+    """The command of a process that stands in for `argv` (a subprocess argv stands_in()
+    accepts; on the host `argv` names, if any), run by this process's server (started with
+    `env` unless running)."""
+    argv = [os.fspath(arg) for arg in argv]
+    host = _host_prefix_length(argv)
+    return [*argv[:host], sys.executable, os.path.abspath(__file__), '--stand_in',
+            _started(env), *argv[host + 1:]]
 
 
 # The signals a stand-in passes on to its run (SIGKILL and SIGSTOP cannot be caught).

@@ -14,7 +14,7 @@ import pytest
 from slim_deploy.cluster import emulated_hosts, watchdog
 from slim_deploy.cluster.emulated_hosts import EmulatedHosts, EmulatedHostsError
 
-from helpers import REPO
+from helpers import ENV, REPO, served
 
 # Serves PORT on every address of its host: accepts connections and reads them to the end.
 SERVER = '''
@@ -94,6 +94,21 @@ def test_hosts_reach_each_other_by_name_and_address():
         assert answered == 'address fqdn short'
         # The machine's own network is out of reach.
         assert python(hosts, 'b', ANSWERING, 1, 'outside=8.8.8.8:53') == ''
+
+
+def test_a_served_run_on_a_host_is_in_the_hosts_network(tmp_path):
+    """A stand-in started on a host (helpers.served, as a cluster's tasks on emulated hosts
+    start) runs its script in the host's network, which resolves the hosts' names."""
+    (tmp_path / 'answering.py').write_text(ANSWERING)
+    with EmulatedHosts(['a', 'b']) as hosts:
+        serve(hosts, 'a')
+        command = served(hosts.command('b', [sys.executable, tmp_path / 'answering.py', '2',
+                                             'short=a:5000', 'closed=a:5001']))
+        assert command[5].endswith('script_server.py')
+        result = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True,
+                                timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == 'short'
 
 
 @pytest.mark.slow
