@@ -1,9 +1,9 @@
 """--seed (TrainConfig's and DeploymentConfig's seed): two runs of the same command give
 bit-identical checkpoints, compared tensor by tensor at two global steps (the second after
 a resumption; at the first only for replicated mobilenet_v1), in one process with 2 clones
-(parameter_server and replicated) and as
-collective and synchronous ps clusters; another seed gives other values; asynchronous ps
-workers say in one line that their run is not bit-reproducible."""
+(parameter_server and replicated) and as collective and synchronous ps clusters; another
+seed gives other values; asynchronous ps workers say in one line that their run is not
+bit-reproducible."""
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
