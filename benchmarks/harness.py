@@ -64,7 +64,12 @@ Rounds and statistics:
     another key of `values`.
 
 Command line: at_least(minimum, kind) and names_in(valid) are argparse types;
-environment(extra) is os.environ without TF_CONFIG, plus `extra`; exit_on_sigterm() makes
+environment(extra) is os.environ without TF_CONFIG, plus `extra`; python() is the command
+that runs Python in the processes a benchmark starts (`python -m module` of a role,
+`python SCRIPT` of a launched job's task or an evaluation): $BENCHMARKS_PYTHON, split as a
+shell splits it, when set (a wrapper, such as the tests' script server), else this
+interpreter (the benchmark's own process and its launcher always run on this one);
+exit_on_sigterm() makes
 SIGTERM end the program as SystemExit(143) (finally blocks run); print_result(result, lines,
 as_json) prints the result as one JSON object or as lines; BenchmarkError is a failure of
 the run, its message one line.
@@ -75,6 +80,7 @@ import json
 import os
 import queue
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -130,6 +136,14 @@ def require_emulated_hosts(parser):
         emulated_hosts.check(bandwidth=True)
     except emulated_hosts.EmulatedHostsError as e:
         parser.error(str(e))
+
+
+def python():
+    """The command that runs Python in the processes a benchmark starts to train or evaluate
+    (its roles, a launched job's tasks, evaluations): $BENCHMARKS_PYTHON split as a shell
+    splits it (a wrapper that runs Python: the tests' script server), else this
+    interpreter."""
+    return shlex.split(os.environ.get('BENCHMARKS_PYTHON', '')) or [sys.executable]
 
 
 def environment(extra=None):
@@ -254,7 +268,7 @@ def kill_tree(popen):
 def role_command(module, role, args, options):
     """[python, '-m', module, '--role', JSON of `role`, '--OPTION', value, ...] for each of
     `options` whose value in `args` (an argparse namespace) is not None."""
-    argv = [sys.executable, '-m', module, '--role', json.dumps(role)]
+    argv = [*python(), '-m', module, '--role', json.dumps(role)]
     for option in options:
         if getattr(args, option) is not None:
             argv += [f'--{option}', str(getattr(args, option))]
@@ -422,7 +436,7 @@ class LaunchedJob:
         self.echo = echo
         self.process = subprocess.Popen(
             [sys.executable, '-m', 'slim_deploy.cluster.launch', *launcher_options, '--',
-             sys.executable, os.path.join(REPO, 'train_image_classifier.py'), *training_flags],
+             *python(), os.path.join(REPO, 'train_image_classifier.py'), *training_flags],
             cwd=REPO, env=environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True)
         self._lines = queue.Queue()
@@ -556,7 +570,7 @@ def evaluate(train_dir, timeout):
     eval_dir = os.path.join(train_dir, 'eval')
     try:
         result = subprocess.run(
-            [sys.executable, os.path.join(REPO, 'eval_image_classifier.py'),
+            [*python(), os.path.join(REPO, 'eval_image_classifier.py'),
              f'--checkpoint_path={train_dir}', f'--eval_dir={eval_dir}'],
             cwd=REPO, env=environment(), capture_output=True, text=True,
             timeout=max(1.0, timeout))

@@ -7,6 +7,7 @@ this module; fixtures (the converted digits, fast variable creation) in conftest
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -65,6 +66,13 @@ def served(command, fresh=False):
     if fresh or not script_server.stands_in(command):
         return command
     return script_server.stand_in_command(command, ENV)
+
+
+def benchmark_env():
+    """ENV for a benchmark (`python -m benchmarks.NAME`) whose processes (its roles, its
+    launched job's tasks, its evaluations) run served: BENCHMARKS_PYTHON names a stand-in of
+    script_server for the Python that starts them."""
+    return {**ENV, 'BENCHMARKS_PYTHON': shlex.join(script_server.stand_in_interpreter(ENV))}
 
 
 def start_logged(command, log, env=ENV, fresh=False):

@@ -1,28 +1,31 @@
 """A server of the tests' script runs (helpers.run's) and its client. The server starts as
 an entry point does (verbosity.start(): TensorFlow imported, its start-up noise dropped),
 imports tf_slim and tf_keras, then forks one process per request that runs `python SCRIPT
-ARGS` from there, so that each run skips the seconds of those imports (a run that fails on a
-flag takes 1.5 s instead of 4.2). Modules (`python -m`) start fresh: the launcher's and the
-benchmarks' parents import no TensorFlow, and a process that has it imported takes most of a
-second more to end. The run is otherwise a process of its own: its own stdin, stdout and
-stderr (file descriptors the client sends), directory, environment and exit code, and it
-ends as the interpreter ends (atexit, finalization). What it shares with the others is what
-the interpreter fixes on starting: the hash seed, and TensorFlow's C++ log level (the entry
+ARGS` (or `python -m MODULE ARGS`) from there, so that each run skips the seconds of those
+imports (a run that fails on a flag takes 1.5 s instead of 4.2). run() serves scripts only:
+modules start fresh, as the launcher and several benchmarks import no TensorFlow, and a
+process that has it imported takes most of a second more to end; a benchmark's own
+processes (its roles, its launcher's tasks) are served through stand-ins
+(stand_in_interpreter() as the benchmarks' BENCHMARKS_PYTHON). The run is otherwise a
+process of its own: its own stdin, stdout and stderr (file descriptors the client sends),
+directory, environment and exit code, and it ends as the interpreter ends (atexit,
+finalization). What it shares with the others is what the interpreter fixes on starting:
+the hash seed, the rest of sys.path, and TensorFlow's C++ log level (the entry
 points' default, 2). It runs in its client's network and mount namespaces, so a stand-in
-started on an emulated host (`ip netns exec NAMESPACE`) gives the run that host's network and
-/etc/hosts.
+started on an emulated host (`ip netns exec NAMESPACE`) gives the run that host's network
+and /etc/hosts.
 
     python tests/script_server.py SOCKET
 
 serves on the Unix socket SOCKET until its stdin closes (its test process ended); run() is
 the client, which starts one server per test process on its first request. A request is
-one message, JSON {"argv": [SCRIPT, *ARGS], "cwd": ..., "env": {...}} with five file
-descriptors: stdin, stdout, stderr and the client's network and mount namespaces; the reply
-is two lines, the run's pid when it starts and its exit code (negative: the signal that
-ended it) when it ends. A client that goes away (closes its
+one message, JSON {"argv": [SCRIPT, *ARGS] or ["-m", MODULE, *ARGS], "cwd": ..., "env":
+{...}} with five file descriptors: stdin, stdout, stderr and the client's network and mount
+namespaces; the reply is two lines, the run's pid when it starts and its exit code
+(negative: the signal that ended it) when it ends. A client that goes away (closes its
 connection, or dies) takes its run with it: the run is killed.
 
-    python tests/script_server.py --stand_in SOCKET SCRIPT ARGS
+    python tests/script_server.py --stand_in SOCKET SCRIPT ARGS    (or -m MODULE ARGS)
 
 is a process that stands in for `python SCRIPT ARGS` (stand_in_command()), for a program
 that starts its own processes (the cluster launcher's tasks, a test's ps and workers): the
@@ -92,6 +95,7 @@ def start_run(connection):
         os.chdir(request['cwd'])
         os.environ.clear()
         os.environ.update(request['env'])
+        tempfile.tempdir = None  # Found again from the run's TMPDIR, as a fresh one would.
         return request['argv']
     for fd in fds:
         os.close(fd)
@@ -124,11 +128,19 @@ def _enter(namespace_fds):
 
 
 def run_as_main(argv):
-    """Runs argv ([SCRIPT, *ARGS]) as the interpreter runs a script, as __main__, with
-    sys.argv and sys.path[0] as it sets them."""
-    sys.argv = argv
-    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-    runpy.run_path(argv[0], run_name='__main__')
+    """Runs argv ([SCRIPT, *ARGS] or ['-m', MODULE, *ARGS]) as the interpreter runs a script
+    or a module, as __main__, with sys.argv, sys.path[0] and the PYTHONPATH entries after it
+    as it sets them (the server's own are kept)."""
+    module = argv[0] == '-m'
+    sys.path[0] = os.getcwd() if module else os.path.dirname(os.path.abspath(argv[0]))
+    sys.path[1:1] = [entry for entry in os.environ.get('PYTHONPATH', '').split(os.pathsep)
+                     if entry and entry not in sys.path]
+    if module:
+        sys.argv = argv[1:]  # run_module puts the module's path first.
+        runpy.run_module(argv[1], run_name='__main__', alter_sys=True)
+    else:
+        sys.argv = argv
+        runpy.run_path(argv[0], run_name='__main__')
 
 
 def serves(argv):
@@ -217,8 +229,14 @@ def stand_in_command(argv, env):
     `env` unless running)."""
     argv = [os.fspath(arg) for arg in argv]
     host = _host_prefix_length(argv)
-    return [*argv[:host], sys.executable, os.path.abspath(__file__), '--stand_in',
-            _started(env), *argv[host + 1:]]
+    return [*argv[:host], *stand_in_interpreter(env), *argv[host + 1:]]
+
+
+def stand_in_interpreter(env):
+    """The command that takes this interpreter's place in a command line (`SCRIPT ARGS` or
+    `-m MODULE ARGS` after it) to make that a stand-in, run by this process's server
+    (started with `env` unless running)."""
+    return [sys.executable, os.path.abspath(__file__), '--stand_in', _started(env)]
 
 
 # The signals a stand-in passes on to its run (SIGKILL and SIGSTOP cannot be caught).

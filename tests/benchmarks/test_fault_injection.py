@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, checkpoint_step, run
+from helpers import REPO, benchmark_env, checkpoint_step, run
 
 COMMAND = [sys.executable, '-m', 'benchmarks.fault_injection']
 TIME_LIMIT_SECS = 200  # The script's own bound; the subprocess gets a little more.
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.cluster
 def fault_injection(*args):
     """Runs the benchmark with --json; returns (exit code, summary or None, stderr)."""
     result = run([*COMMAND, '--json', f'--time_limit_secs={TIME_LIMIT_SECS}', *args], cwd=REPO,
-                 timeout=TIME_LIMIT_SECS + 30)
+                 env=benchmark_env(), timeout=TIME_LIMIT_SECS + 30)
     summary = json.loads(result.stdout) if result.stdout.strip() else None
     return result.returncode, summary, result.stderr
 

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import network as benchmark
 
-from helpers import ENV, REPO
+from helpers import REPO, benchmark_env
 
 SETUPS = ['parameter_server', 'prefetch_reads', 'sync_replicas', 'collective',
           'multi_worker_mirrored', 'parameter_server_strategy']
@@ -23,7 +23,7 @@ PROCESSES = [3, 3, 3, 2, 2, 4]  # ParameterServerStrategy's coordinator is a tas
 def network(*args, timeout=60):
     """The CompletedProcess-like result of the benchmark with `args`."""
     process = subprocess.Popen([sys.executable, '-m', 'benchmarks.network', *args], cwd=REPO,
-                               env=ENV,
+                               env=benchmark_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)

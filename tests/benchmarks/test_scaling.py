@@ -20,7 +20,7 @@ from slim_deploy.deployment.network_traffic import (
     StepTraffic,
 )
 
-from helpers import ENV, REPO
+from helpers import REPO, benchmark_env
 
 MB = 1_000_000
 COMPUTE = sizing.Compute(seconds=0.030, forward=0.010)
@@ -121,7 +121,7 @@ def test_two_workers_measured_unlimited_and_on_a_link_against_the_prediction():
         [sys.executable, '-m', 'benchmarks.scaling', '--workers=2', '--setups=collective',
          '--gradient_compression=none,bfloat16', '--link_bandwidth=100mbit', '--batch_size=8',
          '--steps=3', '--warmup_steps=1', '--json'],
-        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+        cwd=REPO, env=benchmark_env(), capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     report = json.loads(process.stdout)
     plain, compressed = report['points']

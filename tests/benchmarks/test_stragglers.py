@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import stragglers
 
-from helpers import REPO
+from helpers import REPO, benchmark_env
 
 
 def test_the_rate_runs_from_the_first_line_at_the_warmup_step_to_the_last():
@@ -54,7 +54,7 @@ def test_backup_workers_without_and_with_a_straggler():
     result = subprocess.run(
         [sys.executable, '-m', 'benchmarks.stragglers', '--workers=3', '--num_ps_tasks=1',
          '--modes=backup', '--batch_size=8', '--warmup_steps=2', '--steps=4', '--json'],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+        cwd=REPO, env=benchmark_env(), capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout)
     backup = found['modes']['backup']

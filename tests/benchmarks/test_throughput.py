@@ -7,7 +7,7 @@ import pytest
 
 from slim_deploy.deployment import precision
 
-from helpers import REPO, run
+from helpers import REPO, benchmark_env, run
 
 TINY = ['--model_name', 'lenet', '--batch_size', '2', '--steps', '2', '--warmup_steps', '1',
         '--rounds', '2', '--json']
@@ -18,7 +18,7 @@ STARTUP_FIELDS = {'import_secs', 'build_secs', 'init_secs', 'first_step_secs',
 def throughput(*args, timeout=240):
     """The benchmark run with `args`: the CompletedProcess."""
     return run([sys.executable, '-m', 'benchmarks.throughput', *args], cwd=REPO,
-               timeout=timeout)
+               env=benchmark_env(), timeout=timeout)
 
 
 def check_setup(setup, rounds):
