@@ -95,9 +95,11 @@ def test_every_image_network_takes_its_sizes_and_refuses_the_others_in_one_line(
 
 
 def train_config(name, digits_dir, train_dir):
+    """Two steps of batch 2 with plain SGD: no slot variables (RMSProp's, the default, triple
+    a network's variables; each optimizer is tested in tests/training/test_optimization.py)."""
     return TrainConfig.from_flags({
         'model_name': name, 'dataset_dir': digits_dir, 'train_dir': str(train_dir),
-        'batch_size': 2, 'max_number_of_steps': 2, 'log_every_n_steps': 2})
+        'batch_size': 2, 'max_number_of_steps': 2, 'log_every_n_steps': 2, 'optimizer': 'sgd'})
 
 
 @pytest.mark.slow
