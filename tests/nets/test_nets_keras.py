@@ -100,11 +100,13 @@ def test_published_size_and_features_without_classes(name):
     assert features.shape.as_list() == [2, FEATURES[name]] and end_points == {}
 
 
+# Plain SGD: no slot variables to create (RMSProp, the default, triples the variables; each
+# optimizer is tested in tests/training/test_optimization.py).
 def _train_config(train_dir, digits_dir, name, variable_update):
     return TrainConfig.from_flags({
         'train_dir': str(train_dir), 'dataset_dir': digits_dir, 'model_name': name,
         'train_image_size': 32, 'batch_size': 4, 'num_clones': 2, 'max_number_of_steps': 3,
-        'variable_update': variable_update, 'save_summaries_secs': 0})
+        'variable_update': variable_update, 'save_summaries_secs': 0, 'optimizer': 'sgd'})
 
 
 # Every application is built by the same builder, and each trains a step and shares its
@@ -135,6 +137,6 @@ def test_trains_collective_through_the_launcher(digits_dir, tmp_path):
         '--num_ps_tasks=0', '--worker_replicas=2',
         args=[f'--train_dir={tmp_path}', f'--dataset_dir={digits_dir}', f'--model_name={name}',
               '--train_image_size=32', '--batch_size=4', '--max_number_of_steps=3',
-              '--variable_update=collective'], timeout=300)
+              '--variable_update=collective', '--optimizer=sgd'], timeout=300)
     assert code == 0, output[-6000:]
     assert checkpoint_step(tmp_path) == 3
