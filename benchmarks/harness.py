@@ -69,10 +69,9 @@ that runs Python in the processes a benchmark starts (`python -m module` of a ro
 `python SCRIPT` of a launched job's task or an evaluation): $BENCHMARKS_PYTHON, split as a
 shell splits it, when set (a wrapper, such as the tests' script server), else this
 interpreter (the benchmark's own process and its launcher always run on this one);
-exit_on_sigterm() makes
-SIGTERM end the program as SystemExit(143) (finally blocks run); print_result(result, lines,
-as_json) prints the result as one JSON object or as lines; BenchmarkError is a failure of
-the run, its message one line.
+exit_on_sigterm() makes SIGTERM end the program as SystemExit(143) (finally blocks run);
+print_result(result, lines, as_json) prints the result as one JSON object or as lines;
+BenchmarkError is a failure of the run, its message one line.
 """
 import argparse
 import ctypes

@@ -10,10 +10,10 @@ processes (its roles, its launcher's tasks) are served through stand-ins
 process of its own: its own stdin, stdout and stderr (file descriptors the client sends),
 directory, environment and exit code, and it ends as the interpreter ends (atexit,
 finalization). What it shares with the others is what the interpreter fixes on starting:
-the hash seed, the rest of sys.path, and TensorFlow's C++ log level (the entry
-points' default, 2). It runs in its client's network and mount namespaces, so a stand-in
-started on an emulated host (`ip netns exec NAMESPACE`) gives the run that host's network
-and /etc/hosts.
+the hash seed, the rest of sys.path, and TensorFlow's C++ log level (the entry points'
+default, 2). It runs in its client's network and mount namespaces, so a stand-in started on
+an emulated host (`ip netns exec NAMESPACE`) gives the run that host's network and
+/etc/hosts.
 
     python tests/script_server.py SOCKET
 
