@@ -63,17 +63,17 @@ class Cluster:
     """ps + worker processes of train_image_classifier.py started directly (no launcher),
     so that a test can kill and restart one; each task's output goes to a log file."""
 
-    def __init__(self, tmp_path, args, cluster=None, by_flags=False, hosts=None, tasks=None):
+    def __init__(self, tmp_path, args, cluster=None, by_flags=False, hosts=None, tasks=None,
+                 fresh=False):
         """cluster: {job: [address, ...]}; None for 1 ps and 2 workers on free ports (or on
         `hosts`). by_flags: name it with --ps_hosts/--worker_hosts/--job_name/--task, not
         TF_CONFIG. hosts: the emulated_hosts.EmulatedHosts to run task ps:0 on host ps-0,
         ... (launch.emulated_host_names); None: this machine's network. The tasks are served
-        (helpers.served; helpers.stop stops one). tasks: those to start now ('ps:0', ...);
-        None: all."""
+        (helpers.served) unless `fresh`. tasks: those to start now ('ps:0', ...); None: all."""
         self.hosts = hosts
         self.cluster = cluster or (launch.emulated_cluster_spec(hosts, 1, 2) if hosts else
                                    launch.cluster_spec(launch.LOCALHOST, 1, 2))
-        self.by_flags = by_flags
+        self.by_flags, self.fresh = by_flags, fresh
         self.tmp_path, self.args, self.processes, self.logs = tmp_path, args, {}, {}
         for job, addresses in self.cluster.items():
             for index in range(len(addresses)):
@@ -92,7 +92,7 @@ class Cluster:
         command = [*TRAIN, *args]
         if self.hosts:
             command = self.hosts.command(f'{kind}-{index}', command)
-        self.processes[task] = start_logged(command, log, env)
+        self.processes[task] = start_logged(command, log, env, self.fresh)
         self.logs[f'{task}.{incarnation}'] = log
 
     def log(self, task, incarnation=0):

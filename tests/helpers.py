@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -63,17 +62,10 @@ def served(command, fresh=False):
     others (a cluster's task, through the launcher or not, on an emulated host or not:
     EmulatedHosts.command(host, argv)), whose environment is ENV with
     variables a program reads once started (TF_CONFIG). Signals other than SIGKILL and
-    SIGSTOP sent to the stand-in reach the run; stop() stops either."""
+    SIGSTOP sent to the stand-in reach the run; a test that stops a task passes fresh=True."""
     if fresh or not script_server.stands_in(command):
         return command
     return script_server.stand_in_command(command, ENV)
-
-
-def stop(process):
-    """Stops `process` (a Popen of a command served() made: a stand-in or not) as SIGSTOP
-    does, the run of a stand-in included; SIGCONT resumes it."""
-    process.send_signal(signal.SIGTSTP if script_server.is_stand_in(process.args)
-                        else signal.SIGSTOP)
 
 
 def benchmark_env():
@@ -83,11 +75,11 @@ def benchmark_env():
     return {**ENV, 'BENCHMARKS_PYTHON': shlex.join(script_server.stand_in_interpreter(ENV))}
 
 
-def start_logged(command, log, env=ENV):
-    """Starts served(`command`) in REPO, its stdout and stderr going to the file `log` (a
-    path); returns its Popen."""
+def start_logged(command, log, env=ENV, fresh=False):
+    """Starts served(`command`, fresh) in REPO, its stdout and stderr going to the file `log`
+    (a path); returns its Popen."""
     with open(log, 'w') as out:
-        return subprocess.Popen(served(command), cwd=REPO, stdout=out,
+        return subprocess.Popen(served(command, fresh), cwd=REPO, stdout=out,
                                 stderr=subprocess.STDOUT, env=env)
 
 

@@ -31,8 +31,8 @@ is a process that stands in for `python SCRIPT ARGS` (stand_in_command()), for a
 that starts its own processes (the cluster launcher's tasks, a test's ps and workers): the
 run has its stdin, stdout, stderr, directory and environment; the signals it gets are
 passed on to the run (all but SIGKILL, which kills the run through the closed connection,
-and SIGSTOP, which cannot be caught: SIGTSTP stops the run instead, as helpers.stop sends),
-and it ends as the run ended, with its exit code or by its signal.
+and SIGSTOP, which cannot be passed on: a test that stops a task starts it fresh), and it
+ends as the run ended, with its exit code or by its signal.
 """
 import atexit
 import contextlib
@@ -232,13 +232,6 @@ def stand_in_command(argv, env):
     return [*argv[:host], *stand_in_interpreter(env), *argv[host + 1:]]
 
 
-def is_stand_in(argv):
-    """Whether `argv` (a subprocess argv) is a stand-in's command (stand_in_command()'s)."""
-    host = _host_prefix_length(argv)
-    return [os.fspath(arg) for arg in argv[host + 1:host + 3]] == [os.path.abspath(__file__),
-                                                                  '--stand_in']
-
-
 def stand_in_interpreter(env):
     """The command that takes this interpreter's place in a command line (`SCRIPT ARGS` or
     `-m MODULE ARGS` after it) to make that a stand-in, run by this process's server
@@ -246,12 +239,9 @@ def stand_in_interpreter(env):
     return [sys.executable, os.path.abspath(__file__), '--stand_in', _started(env)]
 
 
-# The signals a stand-in passes on to its run, {signal it gets: signal the run gets}: each as
-# itself but SIGTSTP, passed on as the SIGSTOP that a stand-in cannot catch (nor SIGKILL).
-PASSED_ON = {**{signum: signum for signum in (
-    signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGABRT, signal.SIGUSR1,
-    signal.SIGUSR2, signal.SIGALRM, signal.SIGTERM, signal.SIGCONT)},
-    signal.SIGTSTP: signal.SIGSTOP}
+# The signals a stand-in passes on to its run (SIGKILL and SIGSTOP cannot be caught).
+PASSED_ON = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGABRT, signal.SIGUSR1,
+             signal.SIGUSR2, signal.SIGALRM, signal.SIGTERM, signal.SIGCONT)
 
 
 def stand_in(path, argv):
@@ -263,7 +253,7 @@ def stand_in(path, argv):
         if run_pid is None:
             received.append(signum)
         else:
-            os.kill(run_pid, PASSED_ON[signum])
+            os.kill(run_pid, signum)
 
     for signum in PASSED_ON:
         signal.signal(signum, pass_on)
@@ -271,7 +261,7 @@ def stand_in(path, argv):
         replies = _request(connection, path, argv, os.getcwd(), dict(os.environ), [0, 1, 2])
         run_pid = int(replies.line(None))
         for signum in received:
-            os.kill(run_pid, PASSED_ON[signum])
+            os.kill(run_pid, signum)
         code = int(replies.line(None))
     if code < 0:  # Ends by the run's signal.
         if -code in PASSED_ON:

@@ -11,7 +11,7 @@ import pytest
 from slim_deploy.cluster import emulated_hosts, launch
 
 from clusters import Cluster, steps_run
-from helpers import checkpoint_step, stop, train_args
+from helpers import checkpoint_step, train_args
 
 pytestmark = pytest.mark.cluster
 
@@ -33,12 +33,12 @@ def hosts():
         pytest.fail(str(e))
 
 
-def start(tmp_path, hosts, digits_dir, num_ps_tasks, *flags, tasks=None):
+def start(tmp_path, hosts, digits_dir, num_ps_tasks, *flags, tasks=None, fresh=False):
     cluster = launch.emulated_cluster_spec(hosts, num_ps_tasks, 2)
     return Cluster(tmp_path, train_args(tmp_path / 'train', digits_dir, LAST_STEP,
                                         '--save_interval_secs=1',
                                         f'--task_timeout_secs={TIMEOUT}', *flags),
-                   cluster, hosts=hosts, tasks=tasks)
+                   cluster, hosts=hosts, tasks=tasks, fresh=fresh)
 
 
 def silence_line(cluster, silent, here):
@@ -103,9 +103,10 @@ def test_a_chief_slow_to_initialize_is_waited_for(digits_dir, tmp_path, hosts):
     still answers (its host's kernel completes the handshakes): worker:1 waits for it."""
     train_dir = tmp_path / 'train'
     # The chief starts alone: without its ps task it cannot initialize.
-    with start(tmp_path, hosts, digits_dir, 1, tasks=['worker:0']) as job:
+    with start(tmp_path, hosts, digits_dir, 1, tasks=['worker:0'],
+               fresh=True) as job:  # Stopped by SIGSTOP.
         job.wait_for(lambda: 'Global batch' in job.log('worker:0'))
-        stop(job.processes['worker:0'])
+        job.processes['worker:0'].send_signal(signal.SIGSTOP)
         job.start('ps:0')
         job.start('worker:1')
         job.wait_for(lambda: 'Global batch' in job.log('worker:1'))

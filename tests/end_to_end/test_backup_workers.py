@@ -10,7 +10,7 @@ import pytest
 from slim_deploy.cluster import launch
 
 from clusters import Cluster, assert_restores, steps_run, sync_counts
-from helpers import checkpoint_step, stop, train_args
+from helpers import checkpoint_step, train_args
 
 pytestmark = pytest.mark.cluster
 FROZEN_SECS = 8
@@ -26,10 +26,11 @@ def test_a_late_worker_is_waited_for_by_none_and_its_stale_gradients_are_dropped
     train_dir = tmp_path / 'train'
     args = train_args(train_dir, digits_dir, 120, '--sync_replicas',
                       '--replicas_to_aggregate=2', log_every_n_steps=2)
-    with Cluster(tmp_path, args, launch.cluster_spec(launch.LOCALHOST, 1, 3)) as cluster:
+    with Cluster(tmp_path, args, launch.cluster_spec(launch.LOCALHOST, 1, 3),
+                 fresh=True) as cluster:  # Stopped by SIGSTOP.
         cluster.wait_for(lambda: logged_steps(cluster.log('worker:0')))
         late = cluster.processes['worker:2']
-        stop(late)
+        late.send_signal(signal.SIGSTOP)
         frozen_at = logged_steps(cluster.log('worker:0'))[-1]
         time.sleep(FROZEN_SECS)
         advanced = logged_steps(cluster.log('worker:0'))[-1] - frozen_at

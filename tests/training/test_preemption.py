@@ -22,7 +22,6 @@ from helpers import (
     checkpoint_step,
     run,
     start_logged,
-    stop,
     tf_config,
     train_args,
     wait_for,
@@ -35,10 +34,12 @@ EVERY_STEP = 1  # --log_every_n_steps: a progress line per step.
 class Task:
     """A train_image_classifier.py process whose output goes to a log file."""
 
-    def __init__(self, log, args, task_config=None):
+    def __init__(self, log, args, task_config=None, fresh=False):
+        """fresh: start its own interpreter, not a served run (helpers.served), to be
+        stopped (SIGSTOP) by stop_every_task."""
         self.log = log
         env = {**ENV, 'TF_CONFIG': task_config} if task_config else ENV
-        self.process = start_logged([*TRAIN, *args], log, env)
+        self.process = start_logged([*TRAIN, *args], log, env, fresh)
 
     def text(self):
         return self.log.read_text()
@@ -189,7 +190,7 @@ def stop_every_task(processes, chief='worker:0'):
     """SIGTERM to every one of `processes` ({task: Popen}) at once, as the launcher and the
     deletion of a JobSet do, the chief's step and last checkpoint held back
     CHIEF_FROZEN_SECS; returns {task: exit code}, once every task has ended."""
-    stop(processes[chief])
+    processes[chief].send_signal(signal.SIGSTOP)
     for process in processes.values():
         process.send_signal(signal.SIGTERM)
     time.sleep(CHIEF_FROZEN_SECS)
@@ -220,9 +221,9 @@ def test_sigterm_to_the_chief_stops_collective_workers_together(digits_dir, tmp_
     args = train_args(train_dir, digits_dir, steps, '--variable_update=collective',
                       log_every_n_steps=EVERY_STEP)
 
-    def start(index, incarnation):
+    def start(index, incarnation):  # The second is stopped by stop_every_task.
         return Task(tmp_path / f'worker{index}.{incarnation}.log', args,
-                    tf_config(cluster, 'worker', index))
+                    tf_config(cluster, 'worker', index), fresh=incarnation == 1)
 
     chief, worker = start(0, 0), start(1, 0)
     try:
@@ -263,7 +264,7 @@ def test_sigterm_to_every_task_keeps_the_chiefs_last_step(digits_dir, tmp_path, 
     train_dir = tmp_path / 'train'
     extra = ['--sync_replicas', '--replicas_to_aggregate=2'] if sync else []
     with Cluster(tmp_path, train_args(train_dir, digits_dir, 2000, *extra,
-                                      log_every_n_steps=EVERY_STEP)) as job:
+                                      log_every_n_steps=EVERY_STEP), fresh=True) as job:
         job.wait_for(lambda: STEP_LINE.findall(job.log('worker:0')), timeout=180)
         time.sleep(random.uniform(0, 2))
         reported = int(STEP_LINE.findall(job.log('worker:0'))[-1])
