@@ -75,6 +75,13 @@ def benchmark_env():
     return {**ENV, 'BENCHMARKS_PYTHON': shlex.join(script_server.stand_in_interpreter(ENV))}
 
 
+def benchmark_command(name, *args):
+    """The command of `python -m benchmarks.NAME ARGS`, a stand-in running it served: for the
+    benchmarks that import TensorFlow (network, quantization, scaling, throughput; a launcher
+    that imports none starts faster fresh), to run with env=benchmark_env()."""
+    return [*script_server.stand_in_interpreter(ENV), '-m', f'benchmarks.{name}', *args]
+
+
 def start_logged(command, log, env=ENV, fresh=False):
     """Starts served(`command`, fresh) in REPO, its stdout and stderr going to the file `log`
     (a path); returns its Popen."""

@@ -4,13 +4,12 @@ bound; ParameterServerStrategy trains on the same cluster (plus its coordinator)
 left behind; bad arguments are one line."""
 import json
 import subprocess
-import sys
 
 import pytest
 
 from benchmarks import network as benchmark
 
-from helpers import REPO, benchmark_env
+from helpers import REPO, benchmark_command, benchmark_env
 
 SETUPS = ['parameter_server', 'prefetch_reads', 'sync_replicas', 'collective',
           'multi_worker_mirrored', 'parameter_server_strategy']
@@ -22,7 +21,7 @@ PROCESSES = [3, 3, 3, 2, 2, 4]  # ParameterServerStrategy's coordinator is a tas
 
 def network(*args, timeout=60):
     """The CompletedProcess-like result of the benchmark with `args`."""
-    process = subprocess.Popen([sys.executable, '-m', 'benchmarks.network', *args], cwd=REPO,
+    process = subprocess.Popen(benchmark_command('network', *args), cwd=REPO,
                                env=benchmark_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

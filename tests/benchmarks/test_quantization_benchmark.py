@@ -5,13 +5,12 @@ the fields its docstring documents, consistent with each other, and the table th
 rows; a bad argument is one line."""
 import json
 import re
-import sys
 
 import pytest
 
 from benchmarks import quantization as quantization_benchmark
 
-from helpers import REPO, run
+from helpers import REPO, benchmark_command, benchmark_env, run
 
 TINY = ['--models', 'lenet', '--train_steps', '20', '--fine_tune_steps', '5',
         '--representative_steps', '2', '--latency_rounds', '3']
@@ -26,7 +25,7 @@ TARGETS = {  # target: (its limit, whether the value must be at least the limit)
 
 def quantization(*args, timeout=300):
     """The benchmark run as a user runs it, with `args`: the CompletedProcess."""
-    return run([sys.executable, '-m', 'benchmarks.quantization', *args], cwd=REPO,
+    return run(benchmark_command('quantization', *args), cwd=REPO, env=benchmark_env(),
                timeout=timeout)
 
 

@@ -5,7 +5,6 @@ The made-up steps move 1 MB each way per worker: at 1 Gbit/s, 8 ms."""
 import dataclasses
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -20,7 +19,7 @@ from slim_deploy.deployment.network_traffic import (
     StepTraffic,
 )
 
-from helpers import REPO, benchmark_env
+from helpers import REPO, benchmark_command, benchmark_env
 
 MB = 1_000_000
 COMPUTE = sizing.Compute(seconds=0.030, forward=0.010)
@@ -118,9 +117,9 @@ def test_a_mistake_is_one_line(capsys, argv, message):
 @pytest.mark.cluster
 def test_two_workers_measured_unlimited_and_on_a_link_against_the_prediction():
     process = subprocess.run(
-        [sys.executable, '-m', 'benchmarks.scaling', '--workers=2', '--setups=collective',
-         '--gradient_compression=none,bfloat16', '--link_bandwidth=100mbit', '--batch_size=8',
-         '--steps=3', '--warmup_steps=1', '--json'],
+        benchmark_command('scaling', '--workers=2', '--setups=collective',
+                          '--gradient_compression=none,bfloat16', '--link_bandwidth=100mbit',
+                          '--batch_size=8', '--steps=3', '--warmup_steps=1', '--json'),
         cwd=REPO, env=benchmark_env(), capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     report = json.loads(process.stdout)

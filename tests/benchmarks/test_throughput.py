@@ -1,13 +1,12 @@
 """benchmarks.throughput end to end: tiny configurations run in seconds and report, as
 JSON, the fields its docstring documents; bad arguments are one line."""
 import json
-import sys
 
 import pytest
 
 from slim_deploy.deployment import precision
 
-from helpers import REPO, benchmark_env, run
+from helpers import REPO, benchmark_command, benchmark_env, run
 
 TINY = ['--model_name', 'lenet', '--batch_size', '2', '--steps', '2', '--warmup_steps', '1',
         '--rounds', '2', '--json']
@@ -17,8 +16,8 @@ STARTUP_FIELDS = {'import_secs', 'build_secs', 'init_secs', 'first_step_secs',
 
 def throughput(*args, timeout=240):
     """The benchmark run with `args`: the CompletedProcess."""
-    return run([sys.executable, '-m', 'benchmarks.throughput', *args], cwd=REPO,
-               env=benchmark_env(), timeout=timeout)
+    return run(benchmark_command('throughput', *args), cwd=REPO, env=benchmark_env(),
+               timeout=timeout)
 
 
 def check_setup(setup, rounds):

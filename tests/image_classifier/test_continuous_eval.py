@@ -202,13 +202,18 @@ def test_bad_continuous_settings_are_one_line_errors(flags, message):
     assert str(raised.value) == message
 
 
-def test_continuous_evaluation_of_a_checkpoint_prefix_is_an_error(run_dir, tmp_path):
-    prefix = run_dir / 'model.ckpt-2'
+def test_continuous_evaluation_of_a_checkpoint_prefix_is_an_error(tmp_path):
+    with tf.Graph().as_default():  # A real checkpoint: a run's would do no more here.
+        tf.train.get_or_create_global_step()
+        with tf.Session() as session:
+            session.run(tf.global_variables_initializer())
+            prefix = tf.train.Saver().save(session, str(tmp_path / 'model.ckpt'), 2)
+    eval_dir = tmp_path / 'eval'
     with pytest.raises(UsageError, match=f"^--eval_interval_secs watches a directory, but "
                                          f"--checkpoint_path '{prefix}' is a checkpoint: pass "
                                          'its directory$'):
-        evaluate.evaluate_continuously(continuous_config(prefix, tmp_path))
-    assert os.listdir(tmp_path) == []
+        evaluate.evaluate_continuously(continuous_config(prefix, eval_dir))
+    assert not eval_dir.exists()
 
 
 @pytest.mark.slow

@@ -264,10 +264,11 @@ def test_resnet_50_clone_reuse_and_forward_pass():
 
 
 def tiny_blocks(version, output_depths=(4, 8, 16, 16)):
-    """Four blocks of two units, strides 2, 2, 2, 1 like the ImageNet nets' (nominal
-    output stride 32 with the root block), outputs `output_depths` deep."""
+    """Four blocks of one unit, strides 2, 2, 2, 1 like the ImageNet nets' (nominal output
+    stride 32 with the root block), outputs `output_depths` deep. (The ImageNet nets'
+    blocks of several units, their stride on the last, are built in test_nets.)"""
     block_fn = resnet_v1.resnet_v1_block if version == 'v1' else resnet_v2.resnet_v2_block
-    return [block_fn(f'block{index}', depth // 4, 2, stride) for index, (depth, stride)
+    return [block_fn(f'block{index}', depth // 4, 1, stride) for index, (depth, stride)
             in enumerate(zip(output_depths, (2, 2, 2, 1)), start=1)]
 
 
@@ -362,7 +363,7 @@ def test_stack_blocks_dense_without_a_root():
                                global_pool=False, scope='rootless')
     assert list(outputs) == ['plain/block1', 'plain/block2']
     assert net.shape.as_list() == [2, 4, 4, 8]
-    assert 'plain/block2/unit_2/bottleneck_v1/conv3/weights' in names
+    assert 'plain/block2/unit_1/bottleneck_v1/conv3/weights' in names
     assert rootless.shape.as_list() == [2, 4, 4, 16]
 
 
@@ -395,7 +396,7 @@ def test_is_training_none_leaves_batch_norm_to_the_arg_scope():
     with tf.Graph().as_default():
         build(tiny_resnet('v1'), 32, 3)  # is_training=True by default
         # conv1, 3 convolutions per unit and the 3 projection shortcuts.
-        assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS)) == 2 * (1 + 3 * 8 + 3)
+        assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS)) == 2 * (1 + 3 * 4 + 3)
 
 
 @pytest.mark.parametrize('version', ['v1', 'v2'])
