@@ -6,7 +6,8 @@ imports (a run that fails on a flag takes 1.5 s instead of 4.2). run() serves sc
 modules start fresh, as the launcher and several benchmarks import no TensorFlow, and a
 process that has it imported takes most of a second more to end; a benchmark's own
 processes (its roles, its launcher's tasks) are served through stand-ins
-(stand_in_interpreter() as the benchmarks' BENCHMARKS_PYTHON). The run is otherwise a
+(stand_in_interpreter() as the benchmarks' BENCHMARKS_PYTHON), and so are the benchmarks
+that import TensorFlow themselves (helpers.benchmark_command). The run is otherwise a
 process of its own: its own stdin, stdout and stderr (file descriptors the client sends),
 directory, environment and exit code, and it ends as the interpreter ends (atexit,
 finalization). What it shares with the others is what the interpreter fixes on starting:
