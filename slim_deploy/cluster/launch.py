@@ -56,12 +56,17 @@ with which `python -m slim_deploy.cluster.emulated_hosts partition PREFIX HOST` 
 ports are looked for. Whatever it is, TensorFlow's gRPC servers listen on every interface of
 the machine (0.0.0.0) and accept any client: on a machine others can reach, firewall the ports.
 Ports are picked free, then released for the tasks to bind: another process may take one in
-between. A task that cannot bind its port exits with code 98 (errors.AddressInUse); the
-launcher then stops every task and starts the cluster again on new ports, up to PORT_RETRIES
-times, saying so in one line on stderr (these restarts leave --max_restarts alone).
+between. No two jobs of this machine get the same port at once, nor does a job get the port
+of another's task that is restarting: free_ports hands a port out to one caller in HOLD_SECS,
+machine wide (PORTS_HANDED_OUT records them). A task that cannot bind its port exits with
+code 98 (errors.AddressInUse); the launcher then stops every task and starts the cluster
+again on new ports, up to PORT_RETRIES times, saying so in one line on stderr (these
+restarts leave --max_restarts alone).
 """
 import argparse
+import contextlib
 import errno
+import fcntl
 import functools
 import itertools
 import json
@@ -71,6 +76,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -90,6 +96,10 @@ POLL_SECS = 0.05
 LOCALHOST = '127.0.0.1'
 HOSTS_DOMAIN = 'cluster'  # Of the emulated hosts: ps-0.cluster, worker-0.cluster, ...
 PORT_RETRIES = 3  # New sets of ports tried when a task finds its port taken.
+# The ports free_ports handed out, one 'PORT UNTIL' line each (UNTIL: time.time()'s seconds),
+# and how long a port stays held: longer than any job's restarts on the same ports.
+PORTS_HANDED_OUT = os.path.join(tempfile.gettempdir(), 'slim-deploy-ports')
+HOLD_SECS = 600.0
 JOBSET_ONLY = ('image', 'chief', 'volume', 'port', 'no_network_policy')  # Need --jobset.
 
 
@@ -203,27 +213,61 @@ def link_bandwidths(args):
 
 
 def free_ports(host, count):
-    """`count` distinct ports free on `host` now. They come from below the kernel's ephemeral
+    """`count` distinct ports free on `host` now, none of them handed out by this function on
+    this machine in the last HOLD_SECS seconds. They come from below the kernel's ephemeral
     range where it leaves room (from 10000 up), so no outgoing connection of this machine takes
-    one before its server binds it; another listener still may."""
+    one before its server binds it, nor another job's free_ports; a listener that picks its
+    port otherwise still may."""
     family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
-    candidates = _ports_below_ephemeral_range()
-    random.SystemRandom().shuffle(candidates)  # Not the global generator: runs seed it.
     sockets = []
+    with _ports_handed_out() as held:
+        candidates = [port for port in _ports_below_ephemeral_range() if port not in held]
+        random.SystemRandom().shuffle(candidates)  # Not the global generator: runs seed it.
+        try:
+            while len(sockets) < count:
+                sockets.append(socket.socket(family, kind, proto))
+                try:
+                    sockets[-1].bind((address[0], candidates.pop() if candidates else 0)
+                                     + address[2:])
+                except OSError as e:
+                    if e.errno != errno.EADDRINUSE:
+                        raise
+                    sockets.pop().close()
+            ports = [s.getsockname()[1] for s in sockets]
+        finally:
+            for s in sockets:
+                s.close()
+        held.update(ports)
+    return ports
+
+
+@contextlib.contextmanager
+def _ports_handed_out():
+    """Yields the set of ports PORTS_HANDED_OUT holds until later than now, locked against
+    every other process's free_ports; the ports added to it are recorded as held for
+    HOLD_SECS when it exits. Where the file cannot be opened (another user's), an empty set
+    that nothing records."""
     try:
-        while len(sockets) < count:
-            sockets.append(socket.socket(family, kind, proto))
-            try:
-                sockets[-1].bind((address[0], candidates.pop() if candidates else 0)
-                                 + address[2:])
-            except OSError as e:
-                if e.errno != errno.EADDRINUSE:
-                    raise
-                sockets.pop().close()
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+        record = open(PORTS_HANDED_OUT, 'a+')
+    except OSError:
+        yield set()
+        return
+    with record:
+        fcntl.flock(record, fcntl.LOCK_EX)
+        record.seek(0)
+        now = time.time()
+        until = {}
+        for line in record:
+            port, _, held_until = line.partition(' ')
+            with contextlib.suppress(ValueError):
+                if float(held_until) > now:
+                    until[int(port)] = float(held_until)
+        held = set(until)
+        yield held
+        until.update(dict.fromkeys(held - set(until), now + HOLD_SECS))
+        record.seek(0)
+        record.truncate()
+        record.write(''.join(f'{port} {until[port]}\n' for port in until))
 
 
 def _ports_below_ephemeral_range(lowest=10000):

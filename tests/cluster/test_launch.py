@@ -279,6 +279,39 @@ def test_free_ports_are_distinct_bindable_and_below_the_kernels_ephemeral_range(
         socket.create_server((launch.LOCALHOST, port)).close()
 
 
+def test_a_port_handed_out_is_no_other_callers_until_its_hold_ends(monkeypatch, tmp_path):
+    """Two jobs starting at once, or one while another's task restarts on its port, never get
+    the same port: free_ports in another process passes over those this one was given, though
+    free, and takes them once their hold has ended."""
+    candidates = launch.free_ports(launch.LOCALHOST, 10)
+    record = tmp_path / 'ports'
+    monkeypatch.setattr(launch, 'PORTS_HANDED_OUT', str(record))
+    monkeypatch.setattr(launch, '_ports_below_ephemeral_range', lambda: list(candidates))
+    first = launch.free_ports(launch.LOCALHOST, 5)
+
+    def in_another_process(now):
+        code = (f'import time; from slim_deploy.cluster import launch; '
+                f'launch.PORTS_HANDED_OUT = {str(record)!r}; time.time = lambda: {now}; '
+                f'launch._ports_below_ephemeral_range = lambda: {candidates}; '
+                f'print(*launch.free_ports(launch.LOCALHOST, 5))')
+        result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                                check=True)
+        return [int(port) for port in result.stdout.split()]
+
+    second = in_another_process(time.time())
+    assert sorted(first + second) == sorted(candidates)
+    later = in_another_process(time.time() + launch.HOLD_SECS + 1)
+    assert len(set(later)) == 5 and set(later) <= set(candidates)
+    assert sorted(int(line.split()[0]) for line in record.read_text().splitlines()) == sorted(
+        later)  # The ended holds are dropped.
+
+
+def test_free_ports_without_a_record_it_can_open_still_give_free_ports(monkeypatch, tmp_path):
+    monkeypatch.setattr(launch, 'PORTS_HANDED_OUT', str(tmp_path / 'missing' / 'ports'))
+    for port in launch.free_ports(launch.LOCALHOST, 2):
+        socket.create_server((launch.LOCALHOST, port)).close()
+
+
 def test_free_ports_pass_over_a_taken_port(monkeypatch):
     """Its only candidate taken, free_ports asks the kernel for a port."""
     with socket.create_server((launch.LOCALHOST, 0)) as taken:
