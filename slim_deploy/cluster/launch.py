@@ -56,12 +56,12 @@ with which `python -m slim_deploy.cluster.emulated_hosts partition PREFIX HOST` 
 ports are looked for. Whatever it is, TensorFlow's gRPC servers listen on every interface of
 the machine (0.0.0.0) and accept any client: on a machine others can reach, firewall the ports.
 Ports are picked free, then released for the tasks to bind: another process may take one in
-between. No two jobs of this machine get the same port at once, nor does a job get the port
-of another's task that is restarting: free_ports hands a port out to one caller in HOLD_SECS,
-machine wide (PORTS_HANDED_OUT records them). A task that cannot bind its port exits with
-code 98 (errors.AddressInUse); the launcher then stops every task and starts the cluster
-again on new ports, up to PORT_RETRIES times, saying so in one line on stderr (these
-restarts leave --max_restarts alone).
+between. free_ports hands a port out to one caller in HOLD_SECS, machine wide
+(PORTS_HANDED_OUT records them), so two jobs starting together never get the same port, nor
+does a job get that of another's task restarting within those seconds. A task that cannot
+bind its port exits with code 98 (errors.AddressInUse); the launcher then stops every task
+and starts the cluster again on new ports, up to PORT_RETRIES times, saying so in one line on
+stderr (these restarts leave --max_restarts alone).
 """
 import argparse
 import contextlib
