@@ -240,6 +240,7 @@ def stand_in_interpreter(env):
     return [sys.executable, os.path.abspath(__file__), '--stand_in', _started(env)]
 
 
+POLL_SECS = 0.1  # How long a stand-in waits for its run before looking for signals again.
 # The signals a stand-in passes on to its run (SIGKILL and SIGSTOP cannot be caught).
 PASSED_ON = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGABRT, signal.SIGUSR1,
              signal.SIGUSR2, signal.SIGALRM, signal.SIGTERM, signal.SIGCONT)
@@ -260,15 +261,24 @@ def stand_in(path, argv):
         signal.signal(signum, pass_on)
     with socket.socket(socket.AF_UNIX) as connection:
         replies = _request(connection, path, argv, os.getcwd(), dict(os.environ), [0, 1, 2])
-        run_pid = int(replies.line(None))
+        run_pid = int(_polled(replies))
         for signum in received:
             os.kill(run_pid, signum)
-        code = int(replies.line(None))
+        code = int(_polled(replies))
     if code < 0:  # Ends by the run's signal.
         if -code in PASSED_ON:
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code % 256)
+
+
+def _polled(replies):
+    """The next line of `replies` (a _Replies), waited for POLL_SECS at a time: a signal
+    that comes just before the wait begins (after the interpreter last looked for one) is
+    handled within POLL_SECS instead of when the line comes."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            return replies.line(time.monotonic() + POLL_SECS)
 
 
 def _text(file):

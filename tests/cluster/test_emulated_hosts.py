@@ -148,7 +148,8 @@ import sys, time
 from slim_deploy.cluster.emulated_hosts import EmulatedHosts
 hosts = EmulatedHosts(['a', 'b'])
 print(hosts.prefix, flush=True)
-time.sleep(60)
+for _ in range(600):  # Short sleeps: a signal just before one waits for it.
+    time.sleep(0.1)
 '''
 
 

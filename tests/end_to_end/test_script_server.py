@@ -96,7 +96,9 @@ STAND_IN_PROBE = '''
     signal.signal(signal.SIGTERM, lambda *_: (print('SIGTERM', flush=True), sys.exit(143)))
     print(os.getpid(), sys.argv[1:], os.getcwd(), os.environ['TF_CONFIG'], flush=True)
     print('to stderr', file=sys.stderr, flush=True)
-    time.sleep(float(sys.argv[1]))
+    end = time.monotonic() + float(sys.argv[1])
+    while time.monotonic() < end:  # Short sleeps: a signal just before one waits for it.
+        time.sleep(0.1)
     '''
 
 
