@@ -165,6 +165,7 @@ def _host_prefix_length(argv):
 
 
 _server = None  # (Popen, socket path) of this process's server, once started.
+POLL_SECS = 0.1  # How long a client waits for a reply before looking for signals again.
 
 
 def run(argv, cwd, env, timeout):
@@ -212,11 +213,18 @@ class _Replies:
 
     def line(self, deadline):
         """The next line (str), waiting until `deadline` (time.monotonic(); None: no limit),
-        then raising TimeoutError."""
+        then raising TimeoutError. It waits POLL_SECS at a time: a signal that comes just
+        before a wait begins (after the interpreter last looked for one) is handled within
+        POLL_SECS instead of when the line comes."""
         while b'\n' not in self._received:
-            self._connection.settimeout(None if deadline is None
-                                        else max(deadline - time.monotonic(), 0.001))
-            data = self._connection.recv(4096)
+            left = POLL_SECS if deadline is None else deadline - time.monotonic()
+            self._connection.settimeout(max(min(left, POLL_SECS), 0.001))
+            try:
+                data = self._connection.recv(4096)
+            except TimeoutError:
+                if deadline is not None and left <= POLL_SECS:  # The deadline has come.
+                    raise
+                continue
             if not data:
                 raise RuntimeError('the script server ended during a run')
             self._received += data
@@ -240,7 +248,6 @@ def stand_in_interpreter(env):
     return [sys.executable, os.path.abspath(__file__), '--stand_in', _started(env)]
 
 
-POLL_SECS = 0.1  # How long a stand-in waits for its run before looking for signals again.
 # The signals a stand-in passes on to its run (SIGKILL and SIGSTOP cannot be caught).
 PASSED_ON = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGABRT, signal.SIGUSR1,
              signal.SIGUSR2, signal.SIGALRM, signal.SIGTERM, signal.SIGCONT)
@@ -261,24 +268,15 @@ def stand_in(path, argv):
         signal.signal(signum, pass_on)
     with socket.socket(socket.AF_UNIX) as connection:
         replies = _request(connection, path, argv, os.getcwd(), dict(os.environ), [0, 1, 2])
-        run_pid = int(_polled(replies))
+        run_pid = int(replies.line(None))
         for signum in received:
             os.kill(run_pid, signum)
-        code = int(_polled(replies))
+        code = int(replies.line(None))
     if code < 0:  # Ends by the run's signal.
         if -code in PASSED_ON:
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code % 256)
-
-
-def _polled(replies):
-    """The next line of `replies` (a _Replies), waited for POLL_SECS at a time: a signal
-    that comes just before the wait begins (after the interpreter last looked for one) is
-    handled within POLL_SECS instead of when the line comes."""
-    while True:
-        with contextlib.suppress(TimeoutError):
-            return replies.line(time.monotonic() + POLL_SECS)
 
 
 def _text(file):
