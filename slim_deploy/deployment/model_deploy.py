@@ -48,6 +48,7 @@ from slim_deploy.deployment import (
     quantize,
     replicas,
     sync_batch_norm,
+    turns,
     variable_sharing,
 )
 from slim_deploy.deployment import precision as precision_lib
@@ -499,7 +500,8 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
     variable model_fn makes is read once per step where config.caching_device() places it,
     the worker's CPU, for every clone and regularizer (see variable_sharing.caching_reads),
     so it crosses the network once per step whatever the number of clones. With
-    reads_in_turn (deploy's for training, unless config.prefetch_reads), the workers' steps
+    reads_in_turn (deploy's for training, unless config.prefetch_reads; 'lease' for leases
+    a check can take back, see slim_deploy.deployment.turns), the workers' steps
     take these reads in turns, through locks on the first ps task that a step holds until
     the values reached it: workers then receive the values in turns instead of all at the
     end, and one's gradients cross while another reads; as many read at once as the ps
@@ -529,6 +531,7 @@ def create_clones(config, model_fn, args=None, kwargs=None, reads_in_turn=False)
             config.caching_device(), read_dtype, prefetch=config.prefetch_reads,
             turn_device=config.variable_devices()[0] if reads_in_turn else None,
             turn_worker=config.replica_id, turn_readers=config.num_ps_tasks,
+            turn_lease=reads_in_turn == 'lease',
             update_scope=config.clone_scope(0)):
         for i in range(config.num_clones):
             with tf.name_scope(config.clone_scope(i)) as clone_scope:
@@ -703,9 +706,12 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     only the losses are gathered, for evaluation. summary_op merges the summaries that
     existed before the call with the first clone's and the loss summaries. With ps tasks
     the training step reads the variables in turn with the other workers' (create_clones'
-    reads_in_turn), unless config.prefetch_reads or the optimizer has backup workers (a
-    SyncReplicasOptimizer aggregating fewer gradients than one per worker: a late worker
-    holding the turn would hold up the others, which backup workers let go on).
+    reads_in_turn), unless config.prefetch_reads. With backup workers (a
+    SyncReplicasOptimizer aggregating fewer gradients than one per worker) the turns are
+    leases that the chief takes back from a late worker, which would otherwise hold up the
+    others that backup workers let go on: the chief's loop must run turns.LeaseChecks
+    (train() does, and the optimizer's make_session_run_hook(is_chief=True) returns a hook
+    that does).
 
     var_list: the variables to train: None for all trainable ones, a list, or a function
     returning the list, called once the clones have created the variables.
@@ -755,9 +761,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
 
     # Create the clones.
-    clones = create_clones(config, model_fn, args, kwargs,
-                           reads_in_turn=(optimizer is not None and not config.prefetch_reads
-                                          and not _has_backup_workers(optimizer)))
+    clones = create_clones(config, model_fn, args, kwargs, reads_in_turn=(
+        optimizer is not None and not config.prefetch_reads
+        and ('lease' if _has_backup_workers(optimizer) else True)))
+    if _has_backup_workers(optimizer) and tf.get_collection(turns.CHECKS):
+        turns.checked_by_sync_hook(optimizer)
     first_clone = clones[0]
     copies = replicas.of_clones(clones)  # None: the clones share one set of variables.
 

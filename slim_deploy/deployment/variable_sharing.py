@@ -32,7 +32,7 @@ import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import resource_variable_ops
 
 from slim_deploy.common.errors import UsageError
-from slim_deploy.deployment import compression, network_traffic, placement
+from slim_deploy.deployment import compression, network_traffic, placement, turns
 
 # Op types that write a variable: a Keras layer's update is one of them.
 _ASSIGN_OP_TYPES = frozenset({
@@ -155,7 +155,7 @@ class CloneVariables:
 
 @contextlib.contextmanager
 def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, turn_worker=0,
-                  turn_readers=1, update_scope=''):
+                  turn_readers=1, turn_lease=False, update_scope=''):
     """Within it, each trainable variable made without a caching device of its own, by any
     API (slim, tf.get_variable, tf.compat.v1.layers, Keras layers, tf.Variable), is read once
     per step onto `device` (a device string or function): every use of its value built within (each
@@ -180,9 +180,13 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, tur
     variable's (which one ps task sends alone), at most `turn_readers` (the ps tasks). A
     variable whole on one ps task gives R = 1; parts spread over P ps tasks, R = P. The
     locks are made on exit, outside whatever context model_fn holds (control dependencies),
-    and the turn's ops outside XLA's clusters. update_scope: the name scope ('' for the
-    root) of the ops this adds to UPDATE_OPS (the refreshes of prefetch, the lock's
-    release), which the training step runs."""
+    and the turn's ops outside XLA's clusters. turn_lease: the locks are leases (see
+    slim_deploy.deployment.turns), which a check takes back from a step that holds one too
+    long, instead of mutexes, which a step holds until it lets go or ends; the checks join
+    TABLE_INITIALIZERS (each session's start runs them) and turns.CHECKS (the chief's
+    turns.LeaseChecks runs them). update_scope: the name scope ('' for the root) of the ops
+    this adds to UPDATE_OPS (the refreshes of prefetch, the lock's release), which the
+    training step runs."""
     if device is None:
         yield
         return
@@ -222,15 +226,23 @@ def caching_reads(device, read_dtype=None, prefetch=False, turn_device=None, tur
         for variable in cached:
             _uncache(variable)
     if turn_device is not None and received:
-        with no_xla():
-            lock = _lock(turn_device, turn_worker % _readers(in_turn, turn_readers))
+        index = turn_worker % _readers(in_turn, turn_readers)
+        if turn_lease:  # Checked at every session's start, and by the chief's LeaseChecks.
+            lease = turns.Lease(turn_device, index)
+            token, holds = lease.take(turn_worker)
+            check = lease.check()
+            tf.add_to_collection(turns.CHECKS, check)
+            tf.add_to_collection(tf.GraphKeys.TABLE_INITIALIZERS, check.op)
+        else:
+            lock = turns.mutex_take(turn_device, index)
+            holds = lock.op
         for read in in_turn:
-            read.op._add_control_input(lock.op)  # The reads were made first, by model_fn.
-        with tf.name_scope(_scope(update_scope, 'reads_in_turn')), \
-                tf.colocate_with(None, ignore_existing=True), tf.device(turn_device), \
-                tf.control_dependencies(received), no_xla():
-            tf.add_to_collection(tf.GraphKeys.UPDATE_OPS,
-                                 tf.raw_ops.ConsumeMutexLock(mutex_lock=lock, name='release'))
+            read.op._add_control_input(holds)  # The reads were made first, by model_fn.
+        with tf.control_dependencies(received):
+            scope = _scope(update_scope, 'reads_in_turn')
+            release = (lease.give_back(token, turn_worker, scope) if turn_lease
+                       else turns.mutex_release(lock, turn_device, scope))
+        tf.add_to_collection(tf.GraphKeys.UPDATE_OPS, release)
 
 
 def _readers(reads, most):
@@ -238,16 +250,6 @@ def _readers(reads, most):
     the largest one's, rounded, from 1 to `most`."""
     sizes = [network_traffic.tensor_bytes(read) for read in reads]
     return max(1, min(most, round(sum(sizes) / max(sizes))))
-
-
-def _lock(device, index):
-    """The op taking lock `index` of caching_reads' turns: a mutex on `device` that every
-    worker's graph names alike, so that the steps taking it share it."""
-    with tf.name_scope('reads_in_turn/'), tf.colocate_with(None, ignore_existing=True), \
-            tf.device(device):
-        mutex = tf.raw_ops.MutexV2(shared_name=f'slim_deploy_reads_in_turn_{index}',
-                                   name='mutex')
-        return tf.raw_ops.MutexLock(mutex=mutex, name='take')
 
 
 def _read_in_turn(variable):

@@ -23,6 +23,7 @@ from slim_deploy.deployment import (
     network_traffic,
     ordered_sync,
     sizing,
+    turns,
 )
 from slim_deploy.image_classifier import builders, run_record, sizing_figures
 from slim_deploy.training import checkpoints, loop, optimization
@@ -81,6 +82,8 @@ def train(config):
                                                cluster.worker_replicas,
                                                _sync_gradients_per_update(config)))
             stop.on_request(hooks[-1].release)  # The others must not wait for this one.
+            if cluster.is_chief:  # Backup workers' turns to read are leases it checks.
+                hooks.append(turns.LeaseChecks())
         stop_group = None
         if collective:  # Every worker stops after the same step.
             stop_group = all_reduce.Group(

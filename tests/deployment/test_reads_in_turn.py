@@ -8,13 +8,14 @@ import pathlib
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
-from slim_deploy.deployment import placement, variable_sharing
+from slim_deploy.deployment import placement, turns
 from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones, deploy
 
 from graphs import built, lenet_model_fn
@@ -94,12 +95,15 @@ def test_workers_without_reads_across_take_no_lock(config):
 
 
 @pytest.mark.parametrize('replicas_to_aggregate', [2, 4])
-def test_backup_workers_read_without_the_lock(replicas_to_aggregate):
-    """Updates of 2 of 3 workers' gradients (or micro-batches of 2 of them): a late worker
-    holding the turn would hold up the others, which backup workers are there to let go
-    on."""
+def test_backup_workers_read_under_a_lease(replicas_to_aggregate):
+    """Updates of 2 of 3 workers' gradients (or micro-batches of 2 of them): the turn is a
+    lease, which the chief's checks take back from a late worker, not a lock it would keep;
+    every session's start checks it too (a first token)."""
     graph = _sync_built(DeploymentConfig(num_replicas=3, num_ps_tasks=1), replicas_to_aggregate)
     assert _ops(graph, 'MutexLock') == []
+    assert graph.get_operation_by_name('reads_in_turn/take').device == PS_CPU
+    (check,) = graph.get_collection(turns.CHECKS)
+    assert check.op in graph.get_collection(tf.GraphKeys.TABLE_INITIALIZERS)
     assert len(_ops(_sync_built(DeploymentConfig(num_replicas=3, num_ps_tasks=1), 3),
                     'MutexLock')) == 1
 
@@ -115,9 +119,9 @@ def test_with_xla_the_reads_stay_out_of_the_clusters():
     graph = built(DeploymentConfig(num_replicas=2, num_ps_tasks=1, xla=True), lenet_model_fn())
     (release,) = _ops(graph, 'ConsumeMutexLock')
     received = release.control_inputs
-    turns = [*_ops(graph, 'MutexLock'), *received, *(op.inputs[0].op for op in received)]
-    assert len(turns) == 1 + 2 * 8
-    assert not any(op.get_attr('_XlaCompile') for op in turns)
+    turn_ops = [*_ops(graph, 'MutexLock'), *received, *(op.inputs[0].op for op in received)]
+    assert len(turn_ops) == 1 + 2 * 8
+    assert not any(op.get_attr('_XlaCompile') for op in turn_ops)
     conv = graph.get_operation_by_name('LeNet/conv1/Conv2D')
     assert conv.get_attr('_XlaCompile')
 
@@ -136,9 +140,9 @@ def test_the_turn_stays_out_of_a_callers_xla_clusters():
     with tf.Graph().as_default() as graph, tf.xla.experimental.jit_scope():
         deploy(DeploymentConfig(num_replicas=2, num_ps_tasks=1), lenet_model_fn(),
                optimizer=tf.train.GradientDescentOptimizer(0.1))
-    turns = _turn_ops(graph)
-    assert len(turns) == 3 + 2 * 8
-    assert [op.name for op in turns if op.get_attr('_XlaCompile')] == []
+    turn_ops = _turn_ops(graph)
+    assert len(turn_ops) == 3 + 2 * 8
+    assert [op.name for op in turn_ops if op.get_attr('_XlaCompile')] == []
 
 
 def test_the_lock_waits_for_nothing_model_fn_waits_for():
@@ -168,7 +172,7 @@ def _holding(device, gate_device):
     `gate` (on `gate_device`) gets one."""
     with tf.device(device):
         taken = tf.FIFOQueue(1, tf.int32, [], shared_name='taken')
-        held = variable_sharing._lock(device, 0)
+        held = turns.mutex_take(device, 0)
         with tf.control_dependencies([held]):
             said = taken.enqueue(0)
     with tf.device(gate_device), tf.control_dependencies([said]):
@@ -218,6 +222,56 @@ def test_a_step_reads_once_another_lets_go_of_the_lock():
             for _ in range(2):  # A step that does not run the release lets go as it ends.
                 np.testing.assert_allclose(
                     session.run(step[0], options=tf.RunOptions(timeout_in_ms=60000)), 1.5)
+
+
+def test_a_lease_kept_too_long_is_taken_back_and_given_back_late_is_dropped(monkeypatch):
+    """1 ps task and 1 worker, gRPC servers in this process: a holder takes the lease's
+    token and keeps it (a frozen worker); a step of the clones waits for it until a check,
+    once the hold has outlasted OVERDUE_FLOOR_SECS, issues a token of the next generation;
+    the step then reads and gives that token back, and the frozen holder's token, given back
+    late, is dropped: one token remains. The late worker's next OUT_OF_TURN_STEPS steps read
+    without the token, the one after waits for it."""
+    monkeypatch.setattr(turns, 'OVERDUE_FLOOR_SECS', 3.0)
+    ports = free_ports(LOCALHOST, 2)
+    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
+                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
+    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    with tf.Graph().as_default():
+        config = DeploymentConfig(num_ps_tasks=1, clone_on_cpu=True)
+        create_clones(config, _quadratic, reads_in_turn='lease')
+        step = [tf.losses.get_total_loss(), tf.get_collection(tf.GraphKeys.UPDATE_OPS)]
+        (check,) = tf.get_collection(turns.CHECKS)
+        lease = turns.Lease(PS_CPU, 0)  # The same, by its shared names.
+        token, _ = lease.take(0)
+        late_give_back = lease.give_back(tf.constant(1, tf.int64), 0)
+        with tf.device(PS_CPU):
+            tokens_left = tf.raw_ops.QueueSizeV2(handle=lease._tokens)
+            hold = tf.raw_ops.QueueDequeueV2(handle=lease._tokens, component_types=[tf.int64])
+        with tf.Session(servers[1].target) as session:
+            session.run(tf.global_variables_initializer())
+            assert session.run(check)  # The first token, as a session's start issues it.
+            assert session.run(token) == 1  # Taken, never given back.
+            taken_at = time.monotonic()
+            assert not session.run(check)  # Not overdue yet.
+            losses = []
+            reader = threading.Thread(target=lambda: losses.append(session.run(step)[0]),
+                                      daemon=True)
+            reader.start()
+            reader.join(timeout=0.5)  # A step alone takes milliseconds.
+            assert reader.is_alive()
+            while not session.run(check):
+                time.sleep(0.05)
+            assert time.monotonic() - taken_at > 3.0
+            reader.join(timeout=60)
+            assert not reader.is_alive()
+            np.testing.assert_allclose(losses, [1.5])
+            session.run(late_give_back)
+            assert session.run(tokens_left) == 1  # Generation 2's, given back by the step.
+            session.run(hold)  # Another worker holds it now.
+            for _ in range(turns.OUT_OF_TURN_STEPS):
+                np.testing.assert_allclose(session.run(step)[0], 1.5)
+            with pytest.raises(tf.errors.DeadlineExceededError):
+                session.run(step, options=tf.RunOptions(timeout_in_ms=500))
 
 
 # Another worker whose step holds the lock until its own queue, which nothing feeds, gets an
