@@ -7,17 +7,19 @@ need.
 
 A lease is a queue of tokens on the lock's device and a table of its state (the current
 generation, when the token was last taken and the typical hold, a moving average in which
-each hold counts a quarter, in microseconds; each worker's steps left out of turn), both
-under shared names, so that every worker's graph names the same ones; neither is a variable,
-so checkpoints do not hold them. A step takes the token, reads, and gives it back once the
-values have reached it, unless its generation has passed meanwhile.
-The check (Lease.check) issues a token of the next generation when there is none yet, or when
-the token is out and the hold has lasted more than OVERDUE_FACTOR times the typical hold and
-OVERDUE_FLOOR_SECS: a token given back late, of an old generation, is dropped, and its
-worker's next OUT_OF_TURN_STEPS steps read without a token, so that a worker slower to receive
-(a straggler's link) holds up the others' turns once in OUT_OF_TURN_STEPS + 1 steps rather
-than at every step. A check that races a give-back can leave two tokens for a while; the next
-give-back of the older drops it.
+each hold counts a quarter, in microseconds; each worker's steps left out of turn and when
+its last hold began), both under shared names, so that every worker's graph names the same
+ones; neither is a variable, so checkpoints do not hold them. A step takes the token, reads,
+and gives it back once the values have reached it, unless its generation has passed
+meanwhile. The check (Lease.check) issues a token of the next generation when there is none
+yet, or when the token is out and the hold has lasted more than OVERDUE_FACTOR times the
+typical hold and OVERDUE_FLOOR_SECS: a token given back late, of an old generation, is
+dropped. If that hold lasted more than OUT_OF_TURN_FACTOR typical holds (a worker slow to
+receive, such as one on a slower link, rather than one whose reads shared the link with a
+reader out of turn), the worker's next OUT_OF_TURN_STEPS steps read without a token, so that
+it holds up the others' turns once in OUT_OF_TURN_STEPS + 1 of its steps rather than at each.
+A check that races a give-back can leave two tokens for a while; the next give-back of the
+older drops it.
 """
 import contextlib
 import threading
@@ -27,10 +29,11 @@ import tensorflow.compat.v1 as tf
 OVERDUE_FACTOR = 2.0  # A hold longer than this many times the typical one may be taken back...
 OVERDUE_FLOOR_SECS = 0.05  # ...if it has lasted this long too.
 CHECK_EVERY_SECS = 0.02  # How often the chief's LeaseChecks runs the checks.
-OUT_OF_TURN_STEPS = 4  # A worker whose hold was taken back then reads out of turn this often.
+OUT_OF_TURN_FACTOR = 2.5  # A worker whose hold was taken back, and lasted this many times
+OUT_OF_TURN_STEPS = 4  # the typical one, reads out of turn for this many steps.
 NO_TOKEN = 0  # take()'s token for a step that reads out of turn (generations start at 1).
-# Keys of a lease's table; _OUT_OF_TURN + a worker's index: its steps left out of turn.
-_GENERATION, _TAKEN_AT, _TYPICAL_HOLD, _OUT_OF_TURN = 0, 1, 2, 3
+_GENERATION, _TAKEN_AT, _TYPICAL_HOLD = 0, 1, 2  # Keys of a lease's table...
+_STEPS_OUT_OF_TURN, _HOLD_BEGAN = 0, 1  # ...and fields of each worker's (_key()).
 _MISSING = -1  # What the table gives for a key it does not hold.
 CHECKS = 'slim_deploy_reads_in_turn_lease_checks'  # Graph collection of Lease.check()s.
 
@@ -68,10 +71,10 @@ class Lease:
         """(the token taken, a scalar int64 tensor, NO_TOKEN when worker `worker` (its index)
         reads out of turn; the op after which the step may read, which the reads wait for)."""
         with _outside(self._device):
-            steps_left = self._get(_OUT_OF_TURN + worker)
+            steps_left = self._get(_key(worker, _STEPS_OUT_OF_TURN))
 
             def out_of_turn():
-                with tf.control_dependencies([self._set(_OUT_OF_TURN + worker,
+                with tf.control_dependencies([self._set(_key(worker, _STEPS_OUT_OF_TURN),
                                                         steps_left - 1)]):
                     return tf.constant(NO_TOKEN, tf.int64)
 
@@ -79,8 +82,9 @@ class Lease:
                 token, = tf.raw_ops.QueueDequeueV2(handle=self._tokens,
                                                    component_types=[tf.int64])
                 with tf.control_dependencies([token]):
-                    taken = self._set(_TAKEN_AT, _now())
-                with tf.control_dependencies([taken]):
+                    now = _now()
+                    taken = [self._set(_TAKEN_AT, now), self._set(_key(worker, _HOLD_BEGAN), now)]
+                with tf.control_dependencies(taken):
                     return tf.identity(token)
             token = tf.cond(steps_left > 0, out_of_turn, in_turn, name='take')
         return token, token.op
@@ -88,7 +92,9 @@ class Lease:
     def give_back(self, token, worker, scope='reads_in_turn/'):
         """The op giving `token` (take()'s, of worker `worker`) back, in name scope `scope`
         (absolute, ending in '/'); if a check has issued a newer one since, the worker reads
-        out of turn for its next OUT_OF_TURN_STEPS steps instead."""
+        out of turn for its next OUT_OF_TURN_STEPS steps instead if its hold lasted more than
+        OUT_OF_TURN_FACTOR times the typical one (a worker slow to receive, not one whose
+        reads were slowed by another's beside them)."""
         with _outside(self._device, scope):
             def give_back():
                 hold, typical = _now() - self._get(_TAKEN_AT), self._get(_TYPICAL_HOLD)
@@ -97,8 +103,11 @@ class Lease:
                     return tf.raw_ops.QueueEnqueueV2(handle=self._tokens, components=[token])
 
             def taken_back():
-                return self._set(_OUT_OF_TURN + worker,
-                                 tf.constant(OUT_OF_TURN_STEPS, tf.int64))
+                hold = _now() - self._get(_key(worker, _HOLD_BEGAN))
+                slow = tf.cast(hold, tf.float64) > OUT_OF_TURN_FACTOR * tf.cast(
+                    self._get(_TYPICAL_HOLD), tf.float64)
+                return self._set(_key(worker, _STEPS_OUT_OF_TURN),
+                                 tf.where(slow, tf.constant(OUT_OF_TURN_STEPS, tf.int64), 0))
 
             def held():
                 return tf.cond(tf.equal(token, self._get(_GENERATION)), give_back, taken_back)
@@ -200,6 +209,11 @@ class _Both(tf.train.SessionRunHook):
     def end(self, session):
         for hook in reversed(self._hooks):
             hook.end(session)
+
+
+def _key(worker, field):
+    """The key of worker `worker`'s (its index) `field` in a lease's table."""
+    return 3 + 2 * worker + field
 
 
 def _now():

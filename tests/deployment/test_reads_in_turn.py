@@ -229,8 +229,7 @@ def test_a_lease_kept_too_long_is_taken_back_and_given_back_late_is_dropped(monk
     token and keeps it (a frozen worker); a step of the clones waits for it until a check,
     once the hold has outlasted OVERDUE_FLOOR_SECS, issues a token of the next generation;
     the step then reads and gives that token back, and the frozen holder's token, given back
-    late, is dropped: one token remains. The late worker's next OUT_OF_TURN_STEPS steps read
-    without the token, the one after waits for it."""
+    late, is dropped: one token remains."""
     monkeypatch.setattr(turns, 'OVERDUE_FLOOR_SECS', 3.0)
     ports = free_ports(LOCALHOST, 2)
     cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
@@ -246,7 +245,6 @@ def test_a_lease_kept_too_long_is_taken_back_and_given_back_late_is_dropped(monk
         late_give_back = lease.give_back(tf.constant(1, tf.int64), 0)
         with tf.device(PS_CPU):
             tokens_left = tf.raw_ops.QueueSizeV2(handle=lease._tokens)
-            hold = tf.raw_ops.QueueDequeueV2(handle=lease._tokens, component_types=[tf.int64])
         with tf.Session(servers[1].target) as session:
             session.run(tf.global_variables_initializer())
             assert session.run(check)  # The first token, as a session's start issues it.
@@ -267,11 +265,48 @@ def test_a_lease_kept_too_long_is_taken_back_and_given_back_late_is_dropped(monk
             np.testing.assert_allclose(losses, [1.5])
             session.run(late_give_back)
             assert session.run(tokens_left) == 1  # Generation 2's, given back by the step.
-            session.run(hold)  # Another worker holds it now.
-            for _ in range(turns.OUT_OF_TURN_STEPS):
-                np.testing.assert_allclose(session.run(step)[0], 1.5)
+            np.testing.assert_allclose(session.run(step)[0], 1.5)
+
+
+@pytest.mark.parametrize('slow', [True, False])
+def test_a_worker_taken_back_reads_out_of_turn_for_a_while_if_its_hold_was_slow(
+        monkeypatch, slow):
+    """A lease's token, held by worker 1 until a check takes it back (OVERDUE_FLOOR_SECS 0,
+    the typical hold one of worker 0's) and then as long again twice, then given back late:
+    as that hold lasted more than OUT_OF_TURN_FACTOR typical holds, its next
+    OUT_OF_TURN_STEPS takes give NO_TOKEN at once while another worker holds the token, and
+    the one after waits for it; with a factor too large for that hold, its next take waits."""
+    monkeypatch.setattr(turns, 'OVERDUE_FLOOR_SECS', 0.0)
+    if not slow:
+        monkeypatch.setattr(turns, 'OUT_OF_TURN_FACTOR', 1e9)
+    ports = free_ports(LOCALHOST, 2)
+    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
+                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
+    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    with tf.Graph().as_default():
+        lease = turns.Lease(PS_CPU, 0)
+        check = lease.check()
+        (take_0, _), (take_1, _) = lease.take(0), lease.take(1)
+        token = tf.placeholder(tf.int64, [])
+        give_back_0, give_back_1 = lease.give_back(token, 0), lease.give_back(token, 1)
+        with tf.device(PS_CPU):
+            another_takes = tf.raw_ops.QueueDequeueV2(handle=lease._tokens,
+                                                      component_types=[tf.int64])
+        waits = dict(options=tf.RunOptions(timeout_in_ms=300))
+        with tf.Session(servers[1].target) as session:
+            assert session.run(check)  # Token 1.
+            session.run(give_back_0, {token: session.run(take_0)})  # A hold of milliseconds.
+            assert session.run(take_1) == 1
+            taken_at = time.monotonic()
+            while not session.run(check):  # Token 2, once worker 1's hold is overdue...
+                time.sleep(0.01)
+            time.sleep(2 * (time.monotonic() - taken_at))  # ...and 3 times that long.
+            session.run(give_back_1, {token: 1})  # Late: dropped.
+            assert session.run(another_takes) == [2]
+            for _ in range(turns.OUT_OF_TURN_STEPS if slow else 0):
+                assert session.run(take_1, **waits) == turns.NO_TOKEN
             with pytest.raises(tf.errors.DeadlineExceededError):
-                session.run(step, options=tf.RunOptions(timeout_in_ms=500))
+                session.run(take_1, **waits)
 
 
 # Another worker whose step holds the lock until its own queue, which nothing feeds, gets an
