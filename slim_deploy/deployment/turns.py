@@ -212,7 +212,8 @@ class _Both(tf.train.SessionRunHook):
 
 
 def _key(worker, field):
-    """The key of worker `worker`'s (its index) `field` in a lease's table."""
+    """The key of worker `worker`'s (its index) `field` in a lease's table, after the lease's
+    own three keys."""
     return 3 + 2 * worker + field
 
 
