@@ -17,6 +17,15 @@ from helpers import ENV, REPO, TRAIN, run, served, start_logged, tf_config, wait
 LAUNCH_TIMEOUT_SECS = 240  # Every process of a launched cluster must have exited by then.
 
 
+def servers_here():
+    """[ps task 0's, worker task 0's] tf.distribute.Server, started in this process on free
+    loopback ports (a session on the worker's target runs ops on both)."""
+    ports = launch.free_ports(launch.LOCALHOST, 2)
+    cluster = tf.train.ClusterSpec({'ps': [f'{launch.LOCALHOST}:{ports[0]}'],
+                                    'worker': [f'{launch.LOCALHOST}:{ports[1]}']})
+    return [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+
+
 def launch_cluster(*options, args, command=TRAIN, timeout=LAUNCH_TIMEOUT_SECS, fresh=False):
     """Runs the launcher with `options` on `command` (a list; default:
     train_image_classifier.py) with `args`; returns (exit code, stdout + stderr). The tasks

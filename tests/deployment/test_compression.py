@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import all_reduce, compression, network_traffic
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy, placement_plan
@@ -15,6 +14,7 @@ from slim_deploy.image_classifier.config import TrainConfig
 from slim_deploy.nets import nets_factory
 from slim_deploy.training import loop
 
+from clusters import servers_here
 from graphs import CPUS, LENET, built, lenet_model_fn
 
 # Relative round-off of one rounding to each dtype: 2^-8 (bfloat16), 2^-11 (float16).
@@ -212,10 +212,7 @@ def test_a_ps_step_applies_the_float32_update_to_round_off(name, precision):
     lenet with 16-bit gradients (and with 16-bit math, reads) moves each variable as
     float32's step does, to the 16-bit round-off of the gradient. The weights start
     bfloat16-exact, so that 16-bit reads give the net the values float32's read gives it."""
-    ports = free_ports(LOCALHOST, 2)
-    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
-                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
-    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    servers = servers_here()
     steps = {}
     for compressed in ('none', name):
         with tf.Graph().as_default():

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.common.errors import UsageError
 from slim_deploy.deployment import network_traffic
 from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
 from slim_deploy.deployment.network_traffic import EACH_WAY, IN_THEN_OUT
 from slim_deploy.image_classifier.config import TrainConfig
 
+from clusters import servers_here
 from graphs import LENET, built, lenet_model_fn
 
 WORKER_CPU = '/job:worker/task:0/device:CPU:0'
@@ -78,10 +78,7 @@ def test_a_step_computes_with_the_values_of_this_or_the_last_step():
     rate 0.5 moves w by half the value the step computed with, which is w before this
     step's update or before the last one's (the refresh and the update of a step run at
     once); the copy follows w."""
-    ports = free_ports(LOCALHOST, 2)
-    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
-                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
-    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    servers = servers_here()
     with tf.Graph().as_default():
         config = DeploymentConfig(num_ps_tasks=1, clone_on_cpu=True, prefetch_reads=True)
         model = deploy(config, _quadratic, optimizer=tf.train.GradientDescentOptimizer(0.5))

@@ -18,6 +18,7 @@ from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.deployment import placement, turns
 from slim_deploy.deployment.model_deploy import DeploymentConfig, create_clones, deploy
 
+from clusters import servers_here
 from graphs import built, lenet_model_fn
 
 PS_CPU = '/job:ps/task:0/device:CPU:0'
@@ -194,10 +195,7 @@ def test_a_step_reads_once_another_lets_go_of_the_lock():
     """1 ps task and 1 worker, gRPC servers in this process: while another step holds the
     lock (until a queue gets an element) a step of the clones waits; once it is let go the
     step computes with the values read, and releases the lock for the next."""
-    ports = free_ports(LOCALHOST, 2)
-    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
-                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
-    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    servers = servers_here()
     with tf.Graph().as_default():
         step = _clones_step()
         taken, gate, hold = _holding(PS_CPU, PS_CPU)
@@ -231,10 +229,7 @@ def test_a_lease_kept_too_long_is_taken_back_and_given_back_late_is_dropped(monk
     the step then reads and gives that token back, and the frozen holder's token, given back
     late, is dropped: one token remains."""
     monkeypatch.setattr(turns, 'OVERDUE_FLOOR_SECS', 3.0)
-    ports = free_ports(LOCALHOST, 2)
-    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
-                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
-    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    servers = servers_here()
     with tf.Graph().as_default():
         config = DeploymentConfig(num_ps_tasks=1, clone_on_cpu=True)
         create_clones(config, _quadratic, reads_in_turn='lease')
@@ -279,10 +274,7 @@ def test_a_worker_taken_back_reads_out_of_turn_for_a_while_if_its_hold_was_slow(
     monkeypatch.setattr(turns, 'OVERDUE_FLOOR_SECS', 0.0)
     if not slow:
         monkeypatch.setattr(turns, 'OUT_OF_TURN_FACTOR', 1e9)
-    ports = free_ports(LOCALHOST, 2)
-    cluster = tf.train.ClusterSpec({'ps': [f'{LOCALHOST}:{ports[0]}'],
-                                    'worker': [f'{LOCALHOST}:{ports[1]}']})
-    servers = [tf.distribute.Server(cluster, job, 0, start=True) for job in ('ps', 'worker')]
+    servers = servers_here()
     with tf.Graph().as_default():
         lease = turns.Lease(PS_CPU, 0)
         check = lease.check()
