@@ -43,6 +43,7 @@ from slim_deploy.deployment import (
     accumulation,
     all_reduce,
     compression,
+    late_workers,
     ordered_sync,
     placement,
     quantize,
@@ -711,7 +712,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     leases that the chief takes back from a late worker, which would otherwise hold up the
     others that backup workers let go on: the chief's loop must run turns.LeaseChecks
     (train() does, and the optimizer's make_session_run_hook(is_chief=True) returns a hook
-    that does).
+    that does); a worker does not send gradients that an update has passed by the time
+    backprop makes them, which the ps tasks would drop, and with fewer gradients aggregated
+    than workers, an update takes at most one gradient from each (see late_workers).
 
     var_list: the variables to train: None for all trainable ones, a list, or a function
     returning the list, called once the clones have created the variables.
@@ -761,10 +764,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
 
     # Create the clones.
+    backup_workers = _has_backup_workers(optimizer)
     clones = create_clones(config, model_fn, args, kwargs, reads_in_turn=(
         optimizer is not None and not config.prefetch_reads
-        and ('lease' if _has_backup_workers(optimizer) else True)))
-    if _has_backup_workers(optimizer) and tf.get_collection(turns.CHECKS):
+        and ('lease' if backup_workers else True)))
+    if backup_workers and tf.get_collection(turns.CHECKS):
         turns.checked_by_sync_hook(optimizer)
     first_clone = clones[0]
     copies = replicas.of_clones(clones)  # None: the clones share one set of variables.
@@ -776,6 +780,10 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             train_op, total_loss, loss_scale = _training_step(
                 config, clones, copies, optimizer, summaries, summarize_gradients, var_list,
                 gradient_accumulation_steps)
+            if backup_workers:
+                late_workers.keep_stale_gradients_on_workers(optimizer)
+                if optimizer._replicas_to_aggregate < optimizer._total_num_replicas:
+                    late_workers.take_newer_tokens_only(optimizer, config.replica_id)
         else:
             # Only the losses, for evaluation.
             if config.quantize_delay is not None:

@@ -80,7 +80,8 @@ def train(config):
         if cluster.sync_replicas:
             hooks.append(loop.SyncReplicasHook(graph.optimizer, cluster.is_chief,
                                                cluster.worker_replicas,
-                                               _sync_gradients_per_update(config)))
+                                               _sync_gradients_per_update(config),
+                                               config.schedule.max_number_of_steps or None))
             stop.on_request(hooks[-1].release)  # The others must not wait for this one.
             if cluster.is_chief:  # Backup workers' turns to read are leases it checks.
                 hooks.append(turns.LeaseChecks())

@@ -17,11 +17,12 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from slim_deploy.common.errors import Interrupted, UsageError
-from slim_deploy.deployment import all_reduce, ordered_sync
+from slim_deploy.deployment import all_reduce, late_workers, ordered_sync
 from slim_deploy.deployment import precision as precision_lib
 from slim_deploy.training import checkpoints
 
 READY_POLL_SECS = 1.0  # How often a non-chief worker checks whether the chief is ready.
+SIT_OUT_POLL_SECS = 0.02  # How often a worker sitting out updates reads the global step.
 # Before training alone, the chief waits until the global step has stood still for this many
 # of its own step times, and at least QUIET_MIN_SECS.
 QUIET_STEP_TIMES = 5
@@ -431,39 +432,57 @@ class SyncReplicasHook(tf.train.SessionRunHook):
     for an update that will never come: pass this hook in train()'s `hooks`, which end after
     the checkpoint hook has saved the last step.
 
-    Counting: every worker step pushes one gradient and then takes one token, so the tokens
-    the chief queued minus those left are the gradients pushed; each update applies
-    `replicas_to_aggregate` of them, and the rest were dropped as stale (or were still
-    waiting when training ended).
+    Counting: every worker step pushes one gradient (or keeps it, stale) and then takes one
+    token, besides the tokens of past steps it passes over, so the tokens the chief queued
+    minus those unused (left in the queue or passed over) are the gradients pushed; each
+    update applies `replicas_to_aggregate` of them, and the rest were dropped as stale (or
+    were still waiting when training ended).
+
+    With backup workers, a worker whose steps stay stale sits out updates before its next
+    step (late_workers.sit_out_updates), waiting until the global step has passed them, or
+    has stood still for twice the typical update (the update may wait for it), or training
+    is stopping, and logs at the end how many of its steps were stale and how many updates
+    it sat out. last_step: the global step training ends at (None: none); a wait that
+    reaches it leaves the local step as it is (see _sit_out).
     """
 
-    def __init__(self, optimizer, is_chief, num_replicas, replicas_to_aggregate):
+    def __init__(self, optimizer, is_chief, num_replicas, replicas_to_aggregate,
+                 last_step=None):
         self._optimizer = optimizer
+        self._last_step = last_step
         self._is_chief = is_chief
         self._num_replicas = num_replicas
         self._replicas_to_aggregate = replicas_to_aggregate
 
     def begin(self):
         self._session = None
+        self._stopping = threading.Event()
         optimizer = self._optimizer
         optimizer.ready_for_local_init_op.mark_used()  # MonitoredSession waits for readiness.
+        stale = late_workers.stale_gradients()
+        self._stale_gradients = None if stale is None else stale.read_value()
+        self._global_step = optimizer._global_step
+        self._steps = self._stale_steps = self._stale_in_a_row = self._sat_out = 0
+        self._seen = None  # (when, the global step) at the end of the last step.
+        self._update_secs = None  # A moving average of the seconds between updates seen at
+        # the ends of steps, in which each interval counts a quarter; None before one.
         if not self._is_chief:
             self._init_ops = [optimizer.local_step_init_op]
             return
         init_tokens_op = optimizer.get_init_tokens_op()
         self._init_ops = [optimizer.chief_init_op, init_tokens_op]
-        # One token per worker releases them; the optimizer refuses fewer than it
-        # aggregates beyond one gradient per worker.
-        self._release_op = optimizer.get_init_tokens_op(
-            max(self._num_replicas, self._replicas_to_aggregate))
+        self._release_op = _release_op(
+            optimizer, max(self._num_replicas, self._replicas_to_aggregate))
         self._aggregate_op = optimizer.get_chief_queue_runner().enqueue_ops[0]
-        self._tokens_left, self._tokens_per_update, self._init_tokens = _token_counts(
-            optimizer, init_tokens_op, self._aggregate_op)
+        self._tokens_unused, self._tokens_per_update, self._init_tokens = _token_counts(
+            optimizer, init_tokens_op, self._aggregate_op, self._num_replicas)
 
     def after_create_session(self, session, coord):
         self._session = session
+        if self._stale_gradients is not None:  # Counted since the session began.
+            self._stale_gradients_before = session.run(self._stale_gradients)
         if self._is_chief:
-            self._tokens_queued = session.run(self._tokens_left) + self._init_tokens
+            self._tokens_queued = session.run(self._tokens_unused) + self._init_tokens
             self._updates = 0
         for op in self._init_ops:
             session.run(op)
@@ -483,10 +502,48 @@ class SyncReplicasHook(tf.train.SessionRunHook):
             self._updates += 1
             self._tokens_queued += self._tokens_per_update
 
+    def after_run(self, run_context, run_values):
+        if self._stale_gradients is None:
+            return
+        now = time.monotonic()
+        count, step = run_context.session.run([self._stale_gradients, self._global_step])
+        if self._seen is not None and step > self._seen[1]:
+            secs = (now - self._seen[0]) / (step - self._seen[1])
+            self._update_secs = (secs if self._update_secs is None
+                                 else (3 * self._update_secs + secs) / 4)
+        self._seen = now, step
+        self._steps += 1
+        stale = count > self._stale_gradients_before
+        self._stale_gradients_before = count
+        self._stale_steps += stale
+        self._stale_in_a_row = self._stale_in_a_row + 1 if stale else 0
+        updates = late_workers.sit_out_updates(self._stale_in_a_row)
+        if updates and self._update_secs is not None:
+            self._sit_out(run_context.session, step, updates)
+
+    def _sit_out(self, session, step, updates):
+        """Waits, from global step `step`, until `updates` updates have passed, the global
+        step has stood still for twice the typical update, or training is stopping; then
+        moves the local step, which the token taken before the wait set, to the global step,
+        so that the next step is not stale from its start, unless the global step has
+        reached the last step (that step's gradient would make an update past it, or wait
+        for one forever)."""
+        polls_per_stall = max(1, int(2 * self._update_secs / SIT_OUT_POLL_SECS))
+        until, still = step + updates, 0
+        while step < until and still < polls_per_stall and not self._stopping.wait(
+                SIT_OUT_POLL_SECS):
+            previous, step = step, session.run(self._global_step)
+            still = still + 1 if step == previous else 0
+            self._sat_out += step - previous
+        if self._last_step is None or step < self._last_step:
+            session.run(self._optimizer.local_step_init_op)
+
     def release(self):
         """On the chief, once its session exists, queues a token for every worker, so that a
         step blocked waiting for an update that may never come (the others stopping)
-        finishes: a SignalStop's on_request."""
+        finishes; on any worker, ends a wait sitting out updates: a SignalStop's
+        on_request."""
+        self._stopping.set()
         if self._is_chief and self._session is not None:
             try:
                 self._session.run(self._release_op)
@@ -494,9 +551,13 @@ class SyncReplicasHook(tf.train.SessionRunHook):
                 pass
 
     def end(self, session):
+        if self._stale_steps:
+            logging.info('Late worker: %d of the %d steps here were stale (their gradients '
+                         'dropped); it sat out %d updates', self._stale_steps, self._steps,
+                         self._sat_out)
         if not self._is_chief:
             return
-        pushed = int(self._tokens_queued - session.run(self._tokens_left))
+        pushed = int(self._tokens_queued - session.run(self._tokens_unused))
         applied = self._updates * self._replicas_to_aggregate
         logging.info('Sync replicas: %d updates applied %d gradients; %d of the %d '
                      'gradients pushed were dropped as stale or left waiting at the end',
@@ -504,14 +565,27 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         session.run(self._release_op)
 
 
-def _token_counts(optimizer, init_tokens_op, aggregate_op):
-    """(the tokens queued and not yet taken, a scalar tensor; the tokens an update queues;
+def _release_op(optimizer, count):
+    """The op queuing `count` tokens that release the workers of `optimizer` (a
+    SyncReplicasOptimizer) waiting for an update: at least one per worker, and as many as an
+    update aggregates (the optimizer refuses fewer). A tf.train.SyncReplicasOptimizer's are
+    of the next step, newer than any worker's local step (late_workers.take_newer_tokens_only
+    needs that)."""
+    if isinstance(optimizer, ordered_sync.OrderedSyncReplicasOptimizer):
+        return optimizer.get_init_tokens_op(count)
+    return late_workers.tokens_of_the_next_step(optimizer, count)
+
+
+def _token_counts(optimizer, init_tokens_op, aggregate_op, num_replicas):
+    """(the tokens queued that no gradient took, left in the queue or passed over by the
+    steps of workers range(`num_replicas`), a scalar tensor; the tokens an update queues;
     those the start queues) of a SyncReplicasOptimizer whose start and update ops are
     `init_tokens_op` and `aggregate_op`."""
     if isinstance(optimizer, ordered_sync.OrderedSyncReplicasOptimizer):
         return optimizer.tokens_left, optimizer.tokens_per_update, optimizer.initial_tokens
     token_queue = aggregate_op.inputs[0]
     with tf.device(token_queue.device):
-        tokens_left = tf.raw_ops.QueueSizeV2(handle=token_queue)
+        unused = (tf.cast(tf.raw_ops.QueueSizeV2(handle=token_queue), tf.int64)
+                  + late_workers.tokens_passed_over(optimizer, num_replicas))
     # Each enqueue_many op queues its input's static length.
-    return tokens_left, aggregate_op.inputs[1].shape[0], init_tokens_op.inputs[1].shape[0]
+    return unused, aggregate_op.inputs[1].shape[0], init_tokens_op.inputs[1].shape[0]

@@ -17,7 +17,7 @@ import tf_slim as slim
 
 from slim_deploy.cluster.launch import LOCALHOST, free_ports
 from slim_deploy.common.errors import UsageError
-from slim_deploy.deployment import all_reduce, network_traffic
+from slim_deploy.deployment import all_reduce, late_workers, network_traffic
 from slim_deploy.deployment.model_deploy import (
     ALL_REDUCE_PACK_BYTES,
     DeploymentConfig,
@@ -94,11 +94,24 @@ def _sends_by_tensorflow(graph, run_metadata):
         if sender == receiver:
             continue
         name, _, index = node.input[0].partition(':')
-        if name not in ours:  # The partitioning's stand-in for a control edge: no bytes.
+        if name in ours:
+            sends.append((sender, receiver, ours[name].outputs[int(index or 0)]))
+        elif nodes[name].op == 'Exit':
+            sends.append((sender, receiver, _loop_output(ours, nodes[name])))
+        else:  # The partitioning's stand-in for a control edge: no bytes.
             assert nodes[name].op == 'Const' and all(i[0] == '^' for i in nodes[name].input)
-            continue
-        sends.append((sender, receiver, ours[name].outputs[int(index or 0)]))
     return sends
+
+
+def _loop_output(ours, exit_node):
+    """The output of a While op of `ours` ({name: op}) that `exit_node`, a node of its
+    lowered loop, gives: one of its outputs of the same dtype, all of which have the same
+    size here."""
+    loop = ours[exit_node.name.rpartition('/exit/')[0]]
+    dtype = tf.as_dtype(exit_node.attr['T'].type)
+    candidates = [output for output in loop.outputs if output.dtype == dtype]
+    assert len({_bytes(output) for output in candidates}) == 1
+    return candidates[0]
 
 
 def _sent_by_tensorflow(graph, run_metadata):
@@ -172,9 +185,10 @@ def test_the_bytes_are_those_tensorflow_sends_between_tasks(model_fn, strategy, 
             optimizer.ready_for_local_init_op.mark_used()
         traffic = network_traffic.step_traffic(graph, config)
         with _cluster_session() as session:
-            session.run(tf.global_variables_initializer())
+            session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
             if sync:
-                session.run([optimizer.chief_init_op, optimizer.get_init_tokens_op(1)])
+                session.run([optimizer.chief_init_op,
+                             late_workers.tokens_of_the_next_step(optimizer, 1)])
             run_metadata = _traced_run(session, model.train_op)
     sent = _sent_by_tensorflow(graph, run_metadata)
     worker, ps_tasks = ('worker', 0), [('ps', 0), ('ps', 1)]

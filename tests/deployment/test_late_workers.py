@@ -1,0 +1,210 @@
+"""Backup workers and a late worker (slim_deploy.deployment.late_workers): stale gradients stay
+on their worker, a worker's steps pass over the tokens of past steps and give an update at
+most one gradient, and a worker stale step after step sits out updates
+(training.loop.SyncReplicasHook)."""
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from slim_deploy.deployment import late_workers, turns
+from slim_deploy.deployment.model_deploy import DeploymentConfig, deploy
+from slim_deploy.training import loop
+
+from clusters import servers_here
+
+PS_CPU = '/job:ps/task:0/device:CPU:0'
+WORKER_CPU = '/job:worker/task:0/device:CPU:0'
+
+
+def _weights():
+    """model_fn: loss 0.5 * |w|^2 of a 3-vector w starting at 1, and of a 2x2 v at 2."""
+    w = tf.get_variable('w', [3], initializer=tf.ones_initializer(), use_resource=True)
+    v = tf.get_variable('v', [2, 2], initializer=tf.constant_initializer(2.0),
+                        use_resource=True)
+    tf.losses.add_loss(0.5 * (tf.reduce_sum(tf.square(w)) + tf.reduce_sum(tf.square(v))))
+
+
+def _deployed(replicas_to_aggregate, workers=2):
+    """(train_op, the optimizer) of worker 0 of `workers` on 1 ps task, in the current
+    graph."""
+    config = DeploymentConfig(num_replicas=workers, num_ps_tasks=1, clone_on_cpu=True)
+    optimizer = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1),
+                                               replicas_to_aggregate, workers)
+    model = deploy(config, _weights, optimizer=optimizer)
+    optimizer.ready_for_local_init_op.mark_used()  # Else TF logs an error when it is freed.
+    return model.train_op, optimizer
+
+
+def _gates(graph):
+    return sorted((op for op in graph.get_operations()
+                   if op.type == 'Merge' and op.name.endswith('sent_when_fresh/arrived')),
+                  key=lambda op: op.name)
+
+
+def test_only_backup_workers_gate_their_gradients_where_the_accumulator_takes_them():
+    with tf.Graph().as_default() as graph:
+        _deployed(replicas_to_aggregate=1)
+    gates = _gates(graph)
+    applies = [op for op in graph.get_operations()
+               if op.type == 'ResourceAccumulatorApplyGradient']
+    assert len(applies) == 2 and {apply.inputs[2].op for apply in applies} == set(gates)
+    for apply in applies:
+        gate = apply.inputs[2].op
+        assert gate.device == apply.device == PS_CPU
+        sent, zeros = gate.inputs
+        assert sent.op.type == 'Switch' and sent.op.device == WORKER_CPU
+        assert zeros.op.device == PS_CPU
+    with tf.Graph().as_default() as graph:
+        _deployed(replicas_to_aggregate=2)  # No backup worker: nothing is gated.
+    assert not _gates(graph)
+
+
+def test_a_gradient_crosses_while_fresh_and_zeros_are_made_on_the_ps_task_once_stale():
+    """1 ps task and worker 0 of 2, gRPC servers in this process. A step whose local step
+    is the global step sends its gradients, which the accumulators take; once an update has
+    passed (the global step and the accumulators' moved on, as the chief's update moves
+    them), its gradients stay on the worker, counted, and the accumulators drop the zeros
+    they get."""
+    servers = servers_here()
+    with tf.Graph().as_default() as graph:
+        train_op, optimizer = _deployed(replicas_to_aggregate=1)
+        gates = [gate.outputs[1] for gate in _gates(graph)]  # 0: the gradient; 1: zeros.
+        accumulators = [accumulator for accumulator, _ in optimizer._accumulator_list]
+        accumulated = [accumulator.num_accumulated() for accumulator in accumulators]
+        stale = late_workers.stale_gradients().read_value()
+        global_step = tf.train.get_global_step()
+        passed = [global_step.assign(5)]
+        with tf.control_dependencies(passed):
+            passed += [accumulator.set_global_step(5) for accumulator in accumulators]
+        (check,) = tf.get_collection(turns.CHECKS)
+        with tf.Session(servers[1].target) as session:
+            session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+            session.run([optimizer.chief_init_op, check])
+            session.run(optimizer._sync_token_queue.enqueue_many([[1, 5]]))
+            _, arrived = session.run([train_op, gates])
+            np.testing.assert_array_equal(arrived, [0, 0])
+            assert session.run(accumulated) == [1, 1]
+            assert session.run(stale) == 0
+            session.run(passed)
+            _, arrived = session.run([train_op, gates])
+            np.testing.assert_array_equal(arrived, [1, 1])
+            assert session.run(accumulated) == [1, 1]
+            assert session.run(stale) == 2  # Both gradients.
+
+
+def _newer_token_loops(graph):
+    return [op for op in graph.get_operations()
+            if op.type in ('While', 'StatelessWhile') and 'sync_newer_token' in op.name]
+
+
+def test_only_fewer_gradients_than_workers_take_newer_tokens_only():
+    for replicas_to_aggregate, workers, loops in ((1, 2, 1), (2, 2, 0), (3, 2, 0)):
+        with tf.Graph().as_default() as graph:
+            _deployed(replicas_to_aggregate, workers)
+        assert len(_newer_token_loops(graph)) == loops, (replicas_to_aggregate, workers)
+
+
+def test_a_step_passes_over_tokens_of_past_steps_and_of_the_step_it_gave_a_gradient():
+    """1 ps task and worker 0 of 2, gRPC servers in this process. At local and global step 0,
+    with tokens 0, 0, 3 and 5 queued (two of step 0, as the chief's start queues them), a
+    step passes over the first two and goes on at local step 3 (a token newer than the
+    global step, as a run resumed from an older checkpoint leaves); the next takes 5. With
+    the global step at 8, and tokens 7 and 8: it passes over 7. A release token, the global
+    step's next, lets a step at the global step go on. The passed-over tokens are counted
+    under the worker's index."""
+    servers = servers_here()
+    with tf.Graph().as_default():
+        train_op, optimizer = _deployed(replicas_to_aggregate=1)
+        queue = optimizer._sync_token_queue
+        tokens = tf.placeholder(tf.int64, [None])
+        queue_tokens, tokens_left = queue.enqueue_many(tokens), queue.size()
+        local_step = optimizer._local_step.read_value()
+        global_step = tf.train.get_global_step()
+        release = late_workers.tokens_of_the_next_step(optimizer, 1)
+        passed_over = late_workers.tokens_passed_over(optimizer, 2)
+        (check,) = tf.get_collection(turns.CHECKS)
+        with tf.Session(servers[1].target) as session:
+            session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+            session.run([optimizer.chief_init_op, check])
+            session.run(queue_tokens, {tokens: [0, 0, 3, 5]})
+            session.run(train_op)
+            assert session.run([local_step, tokens_left, passed_over]) == [3, 1, 2]
+            session.run(train_op)
+            assert session.run([local_step, tokens_left]) == [5, 0]
+            session.run([global_step.assign(8), queue_tokens], {tokens: [7, 8]})
+            session.run(train_op)
+            assert session.run([local_step, tokens_left, passed_over]) == [8, 0, 3]
+            session.run(release)
+            session.run(train_op, options=tf.RunOptions(timeout_in_ms=30000))
+            assert session.run([local_step, tokens_left]) == [9, 0]
+
+
+def test_a_worker_stale_step_after_step_sits_out_ever_more_updates():
+    assert [late_workers.sit_out_updates(n) for n in range(7)] == [0, 0, 1, 4, 16, 16, 16]
+
+
+class _Steps:
+    """Drives worker 0's SyncReplicasHook (of 2 workers, 1 gradient per update) of
+    `optimizer` on `session` as a training loop would: each step(fresh, update) lasts 0.5 s,
+    makes an update (the global step + 1) if `update`, and, unless fresh, keeps a gradient
+    (it counts one in the stale gradients' variable); it returns the seconds after_run
+    waited."""
+
+    def __init__(self, optimizer, session, last_step=None):
+        self.hook = loop.SyncReplicasHook(optimizer, False, 2, 1, last_step)
+        self.hook.begin()
+        self._kept = late_workers.stale_gradients().assign_add(1)
+        self.update = tf.train.get_global_step().assign_add(1)
+        self.hook.after_create_session(session, None)
+        self._session = session
+
+    def step(self, fresh, update=True):
+        time.sleep(0.5)
+        self._session.run(([] if fresh else [self._kept]) + ([self.update] if update else []))
+        began = time.monotonic()
+        self.hook.after_run(tf.train.SessionRunContext((), self._session), None)
+        return time.monotonic() - began
+
+
+@pytest.mark.slow
+def test_a_worker_sits_out_until_the_updates_pass_the_global_step_stands_still_or_a_stop():
+    """Worker 0's hook on in-process servers, an update every 0.5 s: after 2 stale steps in
+    a row it waits for 1 update (made by a thread 0.1 s into the wait), and its local step is
+    moved to the global step (so its next step is not stale from its start); after 3, for 4
+    updates, but it goes on once the global step has stood still for twice the typical
+    update (about 1 s); after 4, until a stop (release) 0.1 s into the wait. A fresh step
+    ends it."""
+    servers = servers_here()
+    with tf.Graph().as_default():
+        _, optimizer = _deployed(replicas_to_aggregate=1)
+        global_step = tf.train.get_global_step()
+        with tf.Session(servers[1].target) as session:
+            session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+            steps = _Steps(optimizer, session)
+            assert steps.step(False) < 0.05  # Once: no wait.
+            threading.Timer(0.6, session.run, [steps.update]).start()
+            assert 0.05 < steps.step(False) < 0.9
+            assert session.run([global_step, optimizer._local_step]) == [3, 3]
+            assert 0.9 < steps.step(False, update=False) < 2.0  # The global step stands still.
+            threading.Timer(0.6, steps.hook.release).start()
+            assert 0.05 < steps.step(False, update=False) < 0.9
+            assert steps.step(True) < 0.05 and steps.step(False) < 0.05  # A fresh step ends it.
+
+
+@pytest.mark.slow
+def test_a_worker_that_sat_out_to_the_last_step_keeps_its_local_step():
+    """Worker 0's hook with last step 2 on in-process servers: after a sit out at global step
+    2, the local step stays 0, so that the step the worker still runs is stale (no update
+    past the last, no wait for one)."""
+    servers = servers_here()
+    with tf.Graph().as_default():
+        _, optimizer = _deployed(replicas_to_aggregate=1)
+        with tf.Session(servers[1].target) as session:
+            session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+            steps = _Steps(optimizer, session, last_step=2)
+            steps.step(False)
+            assert steps.step(False) > 0.05  # Until the global step has stood still.
+            assert session.run([tf.train.get_global_step(), optimizer._local_step]) == [2, 0]
