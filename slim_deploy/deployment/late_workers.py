@@ -52,21 +52,24 @@ def keep_stale_gradients_on_workers(optimizer):
     """Gates, as the module docstring says, each dense gradient that this worker's step
     gives an accumulator of `optimizer` (a tf.train.SyncReplicasOptimizer whose
     apply_gradients has built the step, in the current graph). Sparse gradients
-    (IndexedSlices), and those of variables whose shape is not fully known, cross as before."""
+    (IndexedSlices), and those of variables whose shape is not fully known, cross as before;
+    without a gradient to gate, nothing (stale_gradients() is then None)."""
     accumulators = {accumulator.accumulator_ref.op
                     for accumulator, _ in optimizer._accumulator_list}
+    applies = [op for op in tf.get_default_graph().get_operations()
+               if op.type in _APPLY_TYPES and op.inputs[0].op in accumulators
+               and op.inputs[2].shape.is_fully_defined()]
+    if not applies:  # Inside a cond branch (gradient accumulation's), or none dense.
+        return
     local_step, global_step = optimizer._local_step, optimizer._global_step
     with tf.colocate_with(local_step), tf.name_scope(None):
         stale = tf.Variable(0, dtype=tf.int64, trainable=False, use_resource=True,
                             collections=[tf.GraphKeys.LOCAL_VARIABLES],
                             name='sync_replicas_stale_gradients')
     tf.add_to_collection(STALE_GRADIENTS, stale)
-    for op in tf.get_default_graph().get_operations():
-        if op.type in _APPLY_TYPES and op.inputs[0].op in accumulators:
-            gradient = op.inputs[2]
-            if gradient.shape.is_fully_defined():
-                op._update_input(2, _sent_when_fresh(gradient, op.device, local_step,
-                                                     global_step, stale))
+    for op in applies:
+        op._update_input(2, _sent_when_fresh(op.inputs[2], op.device, local_step, global_step,
+                                             stale))
 
 
 def stale_gradients():
@@ -112,19 +115,19 @@ def take_newer_tokens_only(optimizer, worker):
     token = take.outputs[0]
     consumers = token.consumers()
     global_step = optimizer._global_step
-
-    def passed_over(value, _):
-        """Whether token `value` is of a past step, or of the current one that this step
-        has given its gradient already."""
-        current = global_step.read_value()
-        return tf.logical_or(value < current, tf.logical_and(tf.equal(value, current),
-                                                             tf.equal(local, current)))
-
     with tf.name_scope('sync_newer_token'):
         with tf.colocate_with(optimizer._local_step):
             local = optimizer._local_step.read_value()
         with tf.device(take.device):  # The loop on the queue's device.
             local = tf.identity(local)
+
+            def passed_over(value, _):
+                """Whether token `value` is of a past step, or of the current one that this
+                step has given its gradient already."""
+                current = global_step.read_value()
+                return tf.logical_or(value < current, tf.logical_and(
+                    tf.equal(value, current), tf.equal(local, current)))
+
             newer, passed = tf.while_loop(
                 passed_over, lambda _, passed: (queue.dequeue(), passed + 1),
                 [token, tf.constant(0, tf.int64)], parallel_iterations=1)
