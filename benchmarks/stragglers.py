@@ -2,7 +2,7 @@
 
     python -m benchmarks.stragglers [--workers 4] [--num_ps_tasks 2] [--link_bandwidth 1gbit]
         [--slowdown 3] [--modes sync,backup,collective] [--backup_workers 1]
-        [--batch_size 32] [--warmup_steps 5] [--steps 20] [--rounds 1]
+        [--batch_size 32] [--warmup_steps 5] [--steps 60] [--rounds 1]
         [--timeout_secs 600] [--json]
 
 Each mode trains lenet on the embedded digits (one clone of --batch_size per worker, through
@@ -20,8 +20,10 @@ a straggler whose steps wait on its link. The modes:
 
 The two runs of a mode are adjacent in time (their order alternating over --rounds). A run's
 rate is the chief's global steps per second from global step --warmup_steps to the last
-(--warmup_steps + --steps), each progress line timed as it arrives; images per second count
-the gradients an update applies (W - B per update for backup, W for the others, times
+(--warmup_steps + --steps), each progress line timed as it arrives (the default 60 steps
+let a late backup worker's sit-outs, 1, 4 and then 16 updates, reach their full length, as
+in a run of thousands of steps; a window of 20 falls mostly before that); images per second
+count the gradients an update applies (W - B per update for backup, W for the others, times
 --batch_size). Prints per mode the rates without and with the straggler (medians over the
 rounds) and their ratio, the rate the straggler leaves; and, with both sync and backup, backup's
 targets against plain sync with every worker alike: at least 0.95 of its updates per second
@@ -202,8 +204,8 @@ def parse_args(argv):
                         help='images per worker and step (default 32)')
     parser.add_argument('--warmup_steps', type=at_least(1), default=5,
                         help='global steps before the timing starts (default 5)')
-    parser.add_argument('--steps', type=at_least(1), default=20,
-                        help='global steps timed (default 20)')
+    parser.add_argument('--steps', type=at_least(1), default=60,
+                        help='global steps timed (default 60)')
     parser.add_argument('--rounds', type=at_least(1), default=1,
                         help='runs of each mode and case (default 1)')
     parser.add_argument('--timeout_secs', type=at_least(1.0, float), default=600.0,

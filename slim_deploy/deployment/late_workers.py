@@ -19,8 +19,11 @@ fewer tokens than are queued for it.
   late when it arrives, and is dropped there as before. The gate is TensorFlow's dataflow
   switch: a Switch on the worker passes the gradient to the ps task's Merge only when fresh
   (a dead tensor, which crosses without its bytes, when stale), and a Switch on the ps task
-  passes the zeros only when stale. A local variable (stale_gradients) counts the
-  gradients kept.
+  passes the zeros only when stale.
+- Late steps are counted (count_late_steps): a step is late when, once its gradients have
+  been pushed, the global step has passed its local step, whether the gates kept them or
+  they crossed and arrived after the update (a gradient on a slow link). A local variable
+  (late_steps) counts them.
 - Only newer tokens (take_newer_tokens_only). The tokens a late worker leaves pile up in
   the queue's order. A worker taking one of a past step spent its step on a gradient
   dropped before it was made; one that had just pushed its gradient for the current step
@@ -31,67 +34,51 @@ fewer tokens than are queued for it.
   an older checkpoint while the ps tasks went on serving) as TensorFlow does. The tokens
   that end training, letting a waiting step go, are of the next step
   (tokens_of_the_next_step).
-- Sitting out (sit_out_updates). A worker whose step is stale SIT_OUT_AFTER times in a row
-  (a straggler: a slower link or core) waits, before its next step, for 1 update, then 4,
-  16, up to MAX_SIT_OUT_UPDATES as its steps stay stale; one fresh step ends it. Its steps
-  would only take link and ps bandwidth (and, on a shared machine, cores) from the others;
-  the one in between, its local step moved to the global step after the wait, finds out
-  whether it has caught up. training.loop.SyncReplicasHook waits; it also goes on when the
-  global step stands still for twice the typical update (the update may need this worker)
-  or training is stopping.
+- Sitting out (lateness, sit_out_updates). A worker's lateness grows by one with each late
+  step and falls by one with each step in time, within 0 and LATEST. A worker whose step is
+  late at a lateness of SIT_OUT_AFTER or more (a straggler: a slower link or core) waits,
+  before its next step, for 1 update, then 4, then 16 (MAX_SIT_OUT_UPDATES) as its steps
+  stay late. Its steps would only take link and ps bandwidth (and, on a shared machine,
+  cores) from the others; the one after the wait, its local step moved to the global step,
+  finds out whether it has caught up. One step in time does not end the sitting out: the
+  next late one resumes it at the length it had. training.loop.SyncReplicasHook waits; it
+  also goes on when the global step stands still for twice the typical update (the update
+  may need this worker) or training is stopping.
 """
 import tensorflow.compat.v1 as tf
 
 _APPLY_TYPES = ('ResourceAccumulatorApplyGradient', 'AccumulatorApplyGradient')
-STALE_GRADIENTS = 'slim_deploy_stale_gradients'  # Graph collection: stale_gradients'.
-SIT_OUT_AFTER = 2  # Stale steps in a row after which a worker sits out updates...
-MAX_SIT_OUT_UPDATES = 16  # ...1, then 4 times as many after each stale step, to this many.
+LATE_STEPS = 'slim_deploy_late_steps'  # Graph collection: late_steps()'.
+SIT_OUT_AFTER = 2  # The lateness from which a late step sits out 1 update, then 4 times
+LATEST = 4  # as many at each higher lateness, to this one's:
+MAX_SIT_OUT_UPDATES = 4 ** (LATEST - SIT_OUT_AFTER)
 
 
 def keep_stale_gradients_on_workers(optimizer):
     """Gates, as the module docstring says, each dense gradient that this worker's step
     gives an accumulator of `optimizer` (a tf.train.SyncReplicasOptimizer whose
     apply_gradients has built the step, in the current graph). Sparse gradients
-    (IndexedSlices), and those of variables whose shape is not fully known, cross as before;
-    without a gradient to gate, nothing (stale_gradients() is then None)."""
+    (IndexedSlices), and those of variables whose shape is not fully known, cross as
+    before; nothing is gated inside a cond branch (gradient accumulation's)."""
     accumulators = {accumulator.accumulator_ref.op
                     for accumulator, _ in optimizer._accumulator_list}
     applies = [op for op in tf.get_default_graph().get_operations()
                if op.type in _APPLY_TYPES and op.inputs[0].op in accumulators
                and op.inputs[2].shape.is_fully_defined()]
-    if not applies:  # Inside a cond branch (gradient accumulation's), or none dense.
-        return
-    local_step, global_step = optimizer._local_step, optimizer._global_step
-    with tf.colocate_with(local_step), tf.name_scope(None):
-        stale = tf.Variable(0, dtype=tf.int64, trainable=False, use_resource=True,
-                            collections=[tf.GraphKeys.LOCAL_VARIABLES],
-                            name='sync_replicas_stale_gradients')
-    tf.add_to_collection(STALE_GRADIENTS, stale)
     for op in applies:
-        op._update_input(2, _sent_when_fresh(op.inputs[2], op.device, local_step, global_step,
-                                             stale))
+        op._update_input(2, _sent_when_fresh(op.inputs[2], op.device, optimizer._local_step,
+                                             optimizer._global_step))
 
 
-def stale_gradients():
-    """None without gates (keep_stale_gradients_on_workers) in the current graph, else the
-    local variable counting the gradients this worker's steps kept, stale (an int64
-    scalar)."""
-    (stale,) = tf.get_collection(STALE_GRADIENTS) or (None,)
-    return stale
-
-
-def _sent_when_fresh(gradient, device, local_step, global_step, stale):
+def _sent_when_fresh(gradient, device, local_step, global_step):
     """`gradient` on `device` (its accumulator's) when, once it is made, global_step has
-    not passed local_step; else zeros of its shape and dtype made on `device`, counted in
-    `stale`."""
+    not passed local_step; else zeros of its shape and dtype made on `device`."""
     with tf.name_scope(f'{gradient.op.name}/sent_when_fresh'):
         with tf.colocate_with(global_step), tf.control_dependencies([gradient]):
             current = global_step.read_value()
         with tf.colocate_with(gradient.op):
             fresh = tf.greater_equal(local_step.read_value(), current)
-            counted = stale.assign_add(1 - tf.cast(fresh, tf.int64), read_value=False)
-            with tf.control_dependencies([counted]):
-                _, sent = tf.raw_ops.Switch(data=gradient, pred=fresh, name='fresh')
+            _, sent = tf.raw_ops.Switch(data=gradient, pred=fresh, name='fresh')
         with tf.device(device):
             stale_zero, _ = tf.raw_ops.Switch(data=tf.zeros([], gradient.dtype), pred=fresh,
                                               name='stale')
@@ -106,13 +93,10 @@ def take_newer_tokens_only(optimizer, worker):
     gradient, as the module docstring says, and count them under worker `worker` (its
     index) for tokens_passed_over. Nothing when the step's token is taken inside a cond
     branch (gradient accumulation's)."""
-    queue = optimizer._sync_token_queue
-    takes = [op for op in tf.get_default_graph().get_operations()
-             if op.type == 'QueueDequeueV2' and op.inputs[0] is queue.queue_ref]
-    if not takes:
+    take = _token_take(optimizer)
+    if take is None:
         return
-    (take,) = takes
-    token = take.outputs[0]
+    queue, token = optimizer._sync_token_queue, take.outputs[0]
     consumers = token.consumers()
     global_step = optimizer._global_step
     with tf.name_scope('sync_newer_token'):
@@ -140,6 +124,35 @@ def take_newer_tokens_only(optimizer, worker):
         op._update_input(next(i for i, t in enumerate(op.inputs) if t is token), newer)
 
 
+def count_late_steps(optimizer):
+    """Counts each late step of this worker, as the module docstring says, in a local
+    variable (late_steps()) of `optimizer` (a tf.train.SyncReplicasOptimizer whose
+    apply_gradients has built the step, in the current graph): once the step has pushed its
+    gradients, before it takes its token, it compares the global step with its local step.
+    Nothing when the token is taken inside a cond branch (gradient accumulation's)."""
+    take = _token_take(optimizer)
+    if take is None:
+        return
+    local_step, global_step = optimizer._local_step, optimizer._global_step
+    with tf.name_scope(None), tf.name_scope('sync_late_steps'):
+        with tf.colocate_with(local_step):
+            counted = tf.Variable(0, dtype=tf.int64, trainable=False, use_resource=True,
+                                  collections=[tf.GraphKeys.LOCAL_VARIABLES], name='count')
+        with tf.colocate_with(global_step), tf.control_dependencies(take.control_inputs):
+            current = global_step.read_value()
+        with tf.colocate_with(local_step):
+            late = tf.cast(local_step.read_value() < current, tf.int64)
+            take._add_control_input(counted.assign_add(late, read_value=False))
+    tf.add_to_collection(LATE_STEPS, counted)
+
+
+def late_steps():
+    """None without count_late_steps in the current graph, else the local variable counting
+    this worker's late steps (an int64 scalar)."""
+    (counted,) = tf.get_collection(LATE_STEPS) or (None,)
+    return counted
+
+
 def tokens_of_the_next_step(optimizer, count):
     """The op queuing `count` tokens of the global step + 1 for the workers of `optimizer` (a
     tf.train.SyncReplicasOptimizer whose apply_gradients has built its step): newer than any
@@ -150,13 +163,17 @@ def tokens_of_the_next_step(optimizer, count):
             tf.fill([count], global_step.read_value() + 1))
 
 
-def sit_out_updates(stale_in_a_row):
-    """The updates a worker whose steps were stale `stale_in_a_row` times in a row waits for
-    before its next step: 0 below SIT_OUT_AFTER, then 1, 4, 16, ... up to
-    MAX_SIT_OUT_UPDATES."""
-    if stale_in_a_row < SIT_OUT_AFTER:
-        return 0
-    return min(4 ** (stale_in_a_row - SIT_OUT_AFTER), MAX_SIT_OUT_UPDATES)
+def lateness(previous, late):
+    """A worker's lateness after a step, `late` or in time, from lateness `previous` (0 at
+    the start): one more, or one less, within 0 and LATEST."""
+    return min(previous + 1, LATEST) if late else max(previous - 1, 0)
+
+
+def sit_out_updates(lateness_now):
+    """The updates a worker whose step was late, leaving its lateness at `lateness_now`,
+    waits for before its next step: 0 below SIT_OUT_AFTER, then 1, 4, 16
+    (MAX_SIT_OUT_UPDATES)."""
+    return 0 if lateness_now < SIT_OUT_AFTER else 4 ** (lateness_now - SIT_OUT_AFTER)
 
 
 def tokens_passed_over(optimizer, workers):
@@ -165,6 +182,17 @@ def tokens_passed_over(optimizer, workers):
     its ps task started."""
     with tf.device(optimizer._sync_token_queue.queue_ref.device):
         return tf.reduce_sum(_find(_passed_over_table(), tf.range(workers, dtype=tf.int64)))
+
+
+def _token_take(optimizer):
+    """The op of `optimizer`'s step (a tf.train.SyncReplicasOptimizer's, in the current
+    graph) that takes its token once its gradients are pushed; None when it is inside a cond
+    branch (gradient accumulation's)."""
+    queue = optimizer._sync_token_queue
+    takes = [op for op in tf.get_default_graph().get_operations()
+             if op.type == 'QueueDequeueV2' and op.inputs[0] is queue.queue_ref]
+    (take,) = takes or (None,)
+    return take
 
 
 def _passed_over_table():

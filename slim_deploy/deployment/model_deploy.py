@@ -782,6 +782,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                 gradient_accumulation_steps)
             if backup_workers:
                 late_workers.keep_stale_gradients_on_workers(optimizer)
+                late_workers.count_late_steps(optimizer)
                 if optimizer._replicas_to_aggregate < optimizer._total_num_replicas:
                     late_workers.take_newer_tokens_only(optimizer, config.replica_id)
         else:

@@ -438,12 +438,12 @@ class SyncReplicasHook(tf.train.SessionRunHook):
     update applies `replicas_to_aggregate` of them, and the rest were dropped as stale (or
     were still waiting when training ended).
 
-    With backup workers, a worker whose steps stay stale sits out updates before its next
-    step (late_workers.sit_out_updates), waiting until the global step has passed them, or
-    has stood still for twice the typical update (the update may wait for it), or training
-    is stopping, and logs at the end how many of its steps were stale and how many updates
-    it sat out. last_step: the global step training ends at (None: none); a wait that
-    reaches it leaves the local step as it is (see _sit_out).
+    With backup workers, a worker whose steps stay late (late_workers.late_steps) sits out
+    updates before its next step (late_workers.sit_out_updates), waiting until the global
+    step has passed them, or has stood still for twice the typical update (the update may
+    wait for it), or training is stopping, and logs at the end how many of its steps were
+    late and how many updates it sat out. last_step: the global step training ends at
+    (None: none); a wait that reaches it leaves the local step as it is (see _sit_out).
     """
 
     def __init__(self, optimizer, is_chief, num_replicas, replicas_to_aggregate,
@@ -459,10 +459,10 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         self._stopping = threading.Event()
         optimizer = self._optimizer
         optimizer.ready_for_local_init_op.mark_used()  # MonitoredSession waits for readiness.
-        stale = late_workers.stale_gradients()
-        self._stale_gradients = None if stale is None else stale.read_value()
+        late = late_workers.late_steps()
+        self._late_steps = None if late is None else late.read_value()
         self._global_step = optimizer._global_step
-        self._steps = self._stale_steps = self._stale_in_a_row = self._sat_out = 0
+        self._steps = self._steps_late = self._lateness = self._sat_out = 0
         self._seen = None  # (when, the global step) at the end of the last step.
         self._update_secs = None  # A moving average of the seconds between updates seen at
         # the ends of steps, in which each interval counts a quarter; None before one.
@@ -479,8 +479,8 @@ class SyncReplicasHook(tf.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         self._session = session
-        if self._stale_gradients is not None:  # Counted since the session began.
-            self._stale_gradients_before = session.run(self._stale_gradients)
+        if self._late_steps is not None:  # Counted since the session began.
+            self._late_steps_before = session.run(self._late_steps)
         if self._is_chief:
             self._tokens_queued = session.run(self._tokens_unused) + self._init_tokens
             self._updates = 0
@@ -503,33 +503,33 @@ class SyncReplicasHook(tf.train.SessionRunHook):
             self._tokens_queued += self._tokens_per_update
 
     def after_run(self, run_context, run_values):
-        if self._stale_gradients is None:
+        if self._late_steps is None:
             return
         now = time.monotonic()
-        count, step = run_context.session.run([self._stale_gradients, self._global_step])
+        count, step = run_context.session.run([self._late_steps, self._global_step])
         if self._seen is not None and step > self._seen[1]:
             secs = (now - self._seen[0]) / (step - self._seen[1])
             self._update_secs = (secs if self._update_secs is None
                                  else (3 * self._update_secs + secs) / 4)
         self._seen = now, step
         self._steps += 1
-        stale = count > self._stale_gradients_before
-        self._stale_gradients_before = count
-        self._stale_steps += stale
-        self._stale_in_a_row = self._stale_in_a_row + 1 if stale else 0
-        updates = late_workers.sit_out_updates(self._stale_in_a_row)
-        if updates and self._update_secs is not None:
+        late = count > self._late_steps_before
+        self._late_steps_before = count
+        self._steps_late += late
+        self._lateness = late_workers.lateness(self._lateness, late)
+        updates = late_workers.sit_out_updates(self._lateness)
+        if late and updates and self._update_secs is not None:
             self._sit_out(run_context.session, step, updates)
 
     def _sit_out(self, session, step, updates):
-        """Waits, from global step `step`, until `updates` updates have passed, the global
-        step has stood still for twice the typical update, or training is stopping; then
-        moves the local step, which the token taken before the wait set, to the global step,
-        so that the next step is not stale from its start, unless the global step has
-        reached the last step (that step's gradient would make an update past it, or wait
-        for one forever)."""
+        """Waits, from global step `step`, until `updates` updates have passed or the global
+        step has reached the last step, the global step has stood still for twice the
+        typical update, or training is stopping; then moves the local step, which the token
+        taken before the wait set, to the global step, so that the next step is not stale
+        from its start, unless the global step has reached the last step (that step's
+        gradient would make an update past it, or wait for one forever)."""
         polls_per_stall = max(1, int(2 * self._update_secs / SIT_OUT_POLL_SECS))
-        until, still = step + updates, 0
+        until, still = min(step + updates, self._last_step or step + updates), 0
         while step < until and still < polls_per_stall and not self._stopping.wait(
                 SIT_OUT_POLL_SECS):
             previous, step = step, session.run(self._global_step)
@@ -551,9 +551,9 @@ class SyncReplicasHook(tf.train.SessionRunHook):
                 pass
 
     def end(self, session):
-        if self._stale_steps:
+        if self._steps_late:
             logging.info('Late worker: %d of the %d steps here were stale (their gradients '
-                         'dropped); it sat out %d updates', self._stale_steps, self._steps,
+                         'dropped); it sat out %d updates', self._steps_late, self._steps,
                          self._sat_out)
         if not self._is_chief:
             return

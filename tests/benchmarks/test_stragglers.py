@@ -32,7 +32,7 @@ def test_the_straggler_is_the_last_worker_on_a_slower_link():
     assert stragglers.launcher_options(args, 'collective', 'alike') == [
         '--num_ps_tasks=0', '--worker_replicas=3', '--emulated_hosts', '--link_bandwidth=1gbit']
     flags = stragglers.training_flags(args, 'backup', '/t', '/d')
-    assert '--replicas_to_aggregate=2' in flags and '--max_number_of_steps=25' in flags
+    assert '--replicas_to_aggregate=2' in flags and '--max_number_of_steps=65' in flags
 
 
 def test_backup_workers_targets_are_against_sync_with_every_worker_alike():

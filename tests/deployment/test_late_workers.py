@@ -66,15 +66,15 @@ def test_a_gradient_crosses_while_fresh_and_zeros_are_made_on_the_ps_task_once_s
     """1 ps task and worker 0 of 2, gRPC servers in this process. A step whose local step
     is the global step sends its gradients, which the accumulators take; once an update has
     passed (the global step and the accumulators' moved on, as the chief's update moves
-    them), its gradients stay on the worker, counted, and the accumulators drop the zeros
-    they get."""
+    them), its gradients stay on the worker, the accumulators drop the zeros they get, and
+    the step is counted late."""
     servers = servers_here()
     with tf.Graph().as_default() as graph:
         train_op, optimizer = _deployed(replicas_to_aggregate=1)
         gates = [gate.outputs[1] for gate in _gates(graph)]  # 0: the gradient; 1: zeros.
         accumulators = [accumulator for accumulator, _ in optimizer._accumulator_list]
         accumulated = [accumulator.num_accumulated() for accumulator in accumulators]
-        stale = late_workers.stale_gradients().read_value()
+        late = late_workers.late_steps().read_value()
         global_step = tf.train.get_global_step()
         passed = [global_step.assign(5)]
         with tf.control_dependencies(passed):
@@ -87,12 +87,33 @@ def test_a_gradient_crosses_while_fresh_and_zeros_are_made_on_the_ps_task_once_s
             _, arrived = session.run([train_op, gates])
             np.testing.assert_array_equal(arrived, [0, 0])
             assert session.run(accumulated) == [1, 1]
-            assert session.run(stale) == 0
+            assert session.run(late) == 0
             session.run(passed)
             _, arrived = session.run([train_op, gates])
             np.testing.assert_array_equal(arrived, [1, 1])
             assert session.run(accumulated) == [1, 1]
-            assert session.run(stale) == 2  # Both gradients.
+            assert session.run(late) == 1
+
+
+def test_a_step_is_judged_late_once_its_gradients_are_pushed_before_it_takes_its_token():
+    """The count's read of the global step waits for every push into an accumulator (a
+    gradient crossing a slow link may arrive after the update), and the token's take waits
+    for the count; only backup workers count."""
+    with tf.Graph().as_default() as graph:
+        _, optimizer = _deployed(replicas_to_aggregate=1)
+    (take,) = [op for op in graph.get_operations() if op.type == 'QueueDequeueV2'
+               and op.inputs[0] is optimizer._sync_token_queue.queue_ref]
+    (count,) = [op for op in take.control_inputs if op.name.startswith('sync_late_steps/')]
+    (read,) = [op for op in graph.get_operations()
+               if op.name.startswith('sync_late_steps/') and op.type == 'ReadVariableOp'
+               and op.inputs[0].op is optimizer._global_step.op]
+    applies = {op for op in graph.get_operations()
+               if op.type == 'ResourceAccumulatorApplyGradient'}
+    assert len(applies) == 2 and applies <= set(read.control_inputs)
+    assert read.device == PS_CPU and count.device == WORKER_CPU
+    with tf.Graph().as_default():
+        _deployed(replicas_to_aggregate=2)  # No backup worker.
+        assert late_workers.late_steps() is None
 
 
 def _newer_token_loops(graph):
@@ -143,27 +164,32 @@ def test_a_step_passes_over_tokens_of_past_steps_and_of_the_step_it_gave_a_gradi
 
 
 def test_a_worker_stale_step_after_step_sits_out_ever_more_updates():
-    assert [late_workers.sit_out_updates(n) for n in range(7)] == [0, 0, 1, 4, 16, 16, 16]
+    late, seen = 0, []
+    for stale in [True] * 5 + [False] + [True] + [False] * 5:
+        late = late_workers.lateness(late, stale)
+        seen.append(late)
+    assert seen == [1, 2, 3, 4, 4, 3, 4, 3, 2, 1, 0, 0]
+    assert [late_workers.sit_out_updates(n) for n in range(late_workers.LATEST + 1)] == [
+        0, 0, 1, 4, 16]
 
 
 class _Steps:
     """Drives worker 0's SyncReplicasHook (of 2 workers, 1 gradient per update) of
     `optimizer` on `session` as a training loop would: each step(fresh, update) lasts 0.5 s,
-    makes an update (the global step + 1) if `update`, and, unless fresh, keeps a gradient
-    (it counts one in the stale gradients' variable); it returns the seconds after_run
-    waited."""
+    makes an update (the global step + 1) if `update`, and, unless fresh, is late (it
+    counts one in the late steps' variable); it returns the seconds after_run waited."""
 
     def __init__(self, optimizer, session, last_step=None):
         self.hook = loop.SyncReplicasHook(optimizer, False, 2, 1, last_step)
         self.hook.begin()
-        self._kept = late_workers.stale_gradients().assign_add(1)
+        self._late = late_workers.late_steps().assign_add(1)
         self.update = tf.train.get_global_step().assign_add(1)
         self.hook.after_create_session(session, None)
         self._session = session
 
     def step(self, fresh, update=True):
         time.sleep(0.5)
-        self._session.run(([] if fresh else [self._kept]) + ([self.update] if update else []))
+        self._session.run(([] if fresh else [self._late]) + ([self.update] if update else []))
         began = time.monotonic()
         self.hook.after_run(tf.train.SessionRunContext((), self._session), None)
         return time.monotonic() - began
@@ -175,8 +201,8 @@ def test_a_worker_sits_out_until_the_updates_pass_the_global_step_stands_still_o
     a row it waits for 1 update (made by a thread 0.1 s into the wait), and its local step is
     moved to the global step (so its next step is not stale from its start); after 3, for 4
     updates, but it goes on once the global step has stood still for twice the typical
-    update (about 1 s); after 4, until a stop (release) 0.1 s into the wait. A fresh step
-    ends it."""
+    update (about 1 s). A fresh step goes on at once, and the next stale one waits for 4
+    again; one more, until a stop (release) 0.1 s into the wait."""
     servers = servers_here()
     with tf.Graph().as_default():
         _, optimizer = _deployed(replicas_to_aggregate=1)
@@ -189,22 +215,27 @@ def test_a_worker_sits_out_until_the_updates_pass_the_global_step_stands_still_o
             assert 0.05 < steps.step(False) < 0.9
             assert session.run([global_step, optimizer._local_step]) == [3, 3]
             assert 0.9 < steps.step(False, update=False) < 2.0  # The global step stands still.
+            assert steps.step(True) < 0.05
+            assert 0.9 < steps.step(False, update=False) < 2.0
             threading.Timer(0.6, steps.hook.release).start()
             assert 0.05 < steps.step(False, update=False) < 0.9
-            assert steps.step(True) < 0.05 and steps.step(False) < 0.05  # A fresh step ends it.
 
 
 @pytest.mark.slow
 def test_a_worker_that_sat_out_to_the_last_step_keeps_its_local_step():
-    """Worker 0's hook with last step 2 on in-process servers: after a sit out at global step
-    2, the local step stays 0, so that the step the worker still runs is stale (no update
-    past the last, no wait for one)."""
+    """Worker 0's hook with last step 3 on in-process servers: a sit out from global step 2
+    ends when an update (made by a thread 0.1 s into the wait) reaches the last step, and
+    leaves the local step at 0, so that the step the worker still runs is stale (no update
+    past the last, no wait for one); a late step at the last step does not wait for updates
+    that will not come."""
     servers = servers_here()
     with tf.Graph().as_default():
         _, optimizer = _deployed(replicas_to_aggregate=1)
         with tf.Session(servers[1].target) as session:
             session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
-            steps = _Steps(optimizer, session, last_step=2)
+            steps = _Steps(optimizer, session, last_step=3)
             steps.step(False)
-            assert steps.step(False) > 0.05  # Until the global step has stood still.
-            assert session.run([tf.train.get_global_step(), optimizer._local_step]) == [2, 0]
+            threading.Timer(0.6, session.run, [steps.update]).start()
+            assert 0.05 < steps.step(False) < 0.9
+            assert session.run([tf.train.get_global_step(), optimizer._local_step]) == [3, 0]
+            assert steps.step(False, update=False) < 0.05
