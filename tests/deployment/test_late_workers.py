@@ -163,21 +163,27 @@ def test_a_step_passes_over_tokens_of_past_steps_and_of_the_step_it_gave_a_gradi
             assert session.run([local_step, tokens_left]) == [9, 0]
 
 
-def test_a_worker_stale_step_after_step_sits_out_ever_more_updates():
-    late, seen = 0, []
-    for stale in [True] * 5 + [False] + [True] + [False] * 5:
-        late = late_workers.lateness(late, stale)
-        seen.append(late)
+def test_late_steps_raise_the_lateness_steps_in_time_lower_it_and_it_sets_the_sit_out():
+    lateness, seen = 0, []
+    for late in [True] * 5 + [False] + [True] + [False] * 5:
+        lateness = late_workers.lateness(lateness, late)
+        seen.append(lateness)
     assert seen == [1, 2, 3, 4, 4, 3, 4, 3, 2, 1, 0, 0]
     assert [late_workers.sit_out_updates(n) for n in range(late_workers.LATEST + 1)] == [
         0, 0, 1, 4, 16]
 
 
+STEP_SECS = 0.5  # A step of _Steps; every update interval is at least this long, so the
+# global step must stand still for at least 2 x STEP_SECS before a wait goes on.
+NO_WAIT_SECS = 0.3  # after_run takes less without a wait, even on a loaded machine.
+INTO_WAIT_SECS = 0.5  # When a thread acts during a wait, which then ends at about this.
+
+
 class _Steps:
     """Drives worker 0's SyncReplicasHook (of 2 workers, 1 gradient per update) of
-    `optimizer` on `session` as a training loop would: each step(fresh, update) lasts 0.5 s,
-    makes an update (the global step + 1) if `update`, and, unless fresh, is late (it
-    counts one in the late steps' variable); it returns the seconds after_run waited."""
+    `optimizer` on `session` as a training loop would: each step(fresh, update) lasts
+    STEP_SECS, makes an update (the global step + 1) if `update`, and, unless fresh, is late
+    (it counts one in the late steps' variable); it returns the seconds after_run waited."""
 
     def __init__(self, optimizer, session, last_step=None):
         self.hook = loop.SyncReplicasHook(optimizer, False, 2, 1, last_step)
@@ -188,21 +194,31 @@ class _Steps:
         self._session = session
 
     def step(self, fresh, update=True):
-        time.sleep(0.5)
+        time.sleep(STEP_SECS)
         self._session.run(([] if fresh else [self._late]) + ([self.update] if update else []))
         began = time.monotonic()
         self.hook.after_run(tf.train.SessionRunContext((), self._session), None)
         return time.monotonic() - began
 
+    def in_the_next_wait(self, action, *args):
+        """Runs `action(*args)` in a thread INTO_WAIT_SECS into the next step's wait."""
+        threading.Timer(STEP_SECS + INTO_WAIT_SECS, action, args).start()
+
+
+def _ended_by_the_thread(secs):
+    """Whether a wait of `secs` ended when a thread acted INTO_WAIT_SECS into it, before the
+    global step had stood still long enough to end it."""
+    return 0.8 * INTO_WAIT_SECS < secs < 1.9 * STEP_SECS
+
 
 @pytest.mark.slow
 def test_a_worker_sits_out_until_the_updates_pass_the_global_step_stands_still_or_a_stop():
-    """Worker 0's hook on in-process servers, an update every 0.5 s: after 2 stale steps in
-    a row it waits for 1 update (made by a thread 0.1 s into the wait), and its local step is
+    """Worker 0's hook on in-process servers, an update every STEP_SECS: after 2 late steps in
+    a row it waits for 1 update (made by a thread during the wait), and its local step is
     moved to the global step (so its next step is not stale from its start); after 3, for 4
     updates, but it goes on once the global step has stood still for twice the typical
-    update (about 1 s). A fresh step goes on at once, and the next stale one waits for 4
-    again; one more, until a stop (release) 0.1 s into the wait."""
+    update. A step in time goes on at once, and the next late one waits for 4 again; one
+    more, until a stop (release) during the wait."""
     servers = servers_here()
     with tf.Graph().as_default():
         _, optimizer = _deployed(replicas_to_aggregate=1)
@@ -210,24 +226,25 @@ def test_a_worker_sits_out_until_the_updates_pass_the_global_step_stands_still_o
         with tf.Session(servers[1].target) as session:
             session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
             steps = _Steps(optimizer, session)
-            assert steps.step(False) < 0.05  # Once: no wait.
-            threading.Timer(0.6, session.run, [steps.update]).start()
-            assert 0.05 < steps.step(False) < 0.9
+            assert steps.step(False) < NO_WAIT_SECS  # Once.
+            steps.in_the_next_wait(session.run, steps.update)
+            assert _ended_by_the_thread(steps.step(False))
             assert session.run([global_step, optimizer._local_step]) == [3, 3]
-            assert 0.9 < steps.step(False, update=False) < 2.0  # The global step stands still.
-            assert steps.step(True) < 0.05
-            assert 0.9 < steps.step(False, update=False) < 2.0
-            threading.Timer(0.6, steps.hook.release).start()
-            assert 0.05 < steps.step(False, update=False) < 0.9
+            # The global step stands still (the upper bound only shows that the wait ends).
+            assert 1.9 * STEP_SECS < steps.step(False, update=False) < 8 * STEP_SECS
+            assert steps.step(True) < NO_WAIT_SECS
+            assert 1.9 * STEP_SECS < steps.step(False, update=False) < 8 * STEP_SECS
+            steps.in_the_next_wait(steps.hook.release)
+            assert _ended_by_the_thread(steps.step(False, update=False))
 
 
 @pytest.mark.slow
 def test_a_worker_that_sat_out_to_the_last_step_keeps_its_local_step():
     """Worker 0's hook with last step 3 on in-process servers: a sit out from global step 2
-    ends when an update (made by a thread 0.1 s into the wait) reaches the last step, and
-    leaves the local step at 0, so that the step the worker still runs is stale (no update
-    past the last, no wait for one); a late step at the last step does not wait for updates
-    that will not come."""
+    ends when an update (made by a thread during the wait) reaches the last step, and leaves
+    the local step at 0, so that the step the worker still runs is stale (no update past the
+    last, no wait for one); a late step at the last step does not wait for updates that will
+    not come."""
     servers = servers_here()
     with tf.Graph().as_default():
         _, optimizer = _deployed(replicas_to_aggregate=1)
@@ -235,7 +252,7 @@ def test_a_worker_that_sat_out_to_the_last_step_keeps_its_local_step():
             session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
             steps = _Steps(optimizer, session, last_step=3)
             steps.step(False)
-            threading.Timer(0.6, session.run, [steps.update]).start()
-            assert 0.05 < steps.step(False) < 0.9
+            steps.in_the_next_wait(session.run, steps.update)
+            assert _ended_by_the_thread(steps.step(False))
             assert session.run([tf.train.get_global_step(), optimizer._local_step]) == [3, 0]
-            assert steps.step(False, update=False) < 0.05
+            assert steps.step(False, update=False) < NO_WAIT_SECS
