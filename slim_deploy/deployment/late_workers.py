@@ -37,8 +37,8 @@ fewer tokens than are queued for it.
 - Sitting out (lateness, sit_out_updates). A worker's lateness grows by one with each late
   step and falls by one with each step in time, within 0 and LATEST. A worker whose step is
   late at a lateness of SIT_OUT_AFTER or more (a straggler: a slower link or core) waits,
-  before its next step, for 1 update, then 4, then 16 (MAX_SIT_OUT_UPDATES) as its steps
-  stay late. Its steps would only take link and ps bandwidth (and, on a shared machine,
+  before its next step, for 1 update, then 4, then 16 (at LATEST) as its steps stay
+  late. Its steps would only take link and ps bandwidth (and, on a shared machine,
   cores) from the others; the one after the wait, its local step moved to the global step,
   finds out whether it has caught up. One step in time does not end the sitting out: the
   next late one resumes it at the length it had. training.loop.SyncReplicasHook waits; it
@@ -49,9 +49,8 @@ import tensorflow.compat.v1 as tf
 
 _APPLY_TYPES = ('ResourceAccumulatorApplyGradient', 'AccumulatorApplyGradient')
 LATE_STEPS = 'slim_deploy_late_steps'  # Graph collection: late_steps()'.
-SIT_OUT_AFTER = 2  # The lateness from which a late step sits out 1 update, then 4 times
-LATEST = 4  # as many at each higher lateness, to this one's:
-MAX_SIT_OUT_UPDATES = 4 ** (LATEST - SIT_OUT_AFTER)
+SIT_OUT_AFTER = 2  # A late step at this lateness sits out 1 update, at each higher one 4
+LATEST = 4  # times as many, up to this lateness (16 updates).
 
 
 def keep_stale_gradients_on_workers(optimizer):
@@ -171,8 +170,7 @@ def lateness(previous, late):
 
 def sit_out_updates(lateness_now):
     """The updates a worker whose step was late, leaving its lateness at `lateness_now`,
-    waits for before its next step: 0 below SIT_OUT_AFTER, then 1, 4, 16
-    (MAX_SIT_OUT_UPDATES)."""
+    waits for before its next step: 0 below SIT_OUT_AFTER, then 1, 4, 16 (at LATEST)."""
     return 0 if lateness_now < SIT_OUT_AFTER else 4 ** (lateness_now - SIT_OUT_AFTER)
 
 

@@ -460,7 +460,7 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         optimizer = self._optimizer
         optimizer.ready_for_local_init_op.mark_used()  # MonitoredSession waits for readiness.
         late = late_workers.late_steps()
-        self._late_steps = None if late is None else late.read_value()
+        self._late_count = None if late is None else late.read_value()
         self._global_step = optimizer._global_step
         self._steps = self._steps_late = self._lateness = self._sat_out = 0
         self._seen = None  # (when, the global step) at the end of the last step.
@@ -479,8 +479,8 @@ class SyncReplicasHook(tf.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         self._session = session
-        if self._late_steps is not None:  # Counted since the session began.
-            self._late_steps_before = session.run(self._late_steps)
+        if self._late_count is not None:  # Counted since the session began.
+            self._late_count_before = session.run(self._late_count)
         if self._is_chief:
             self._tokens_queued = session.run(self._tokens_unused) + self._init_tokens
             self._updates = 0
@@ -503,18 +503,18 @@ class SyncReplicasHook(tf.train.SessionRunHook):
             self._tokens_queued += self._tokens_per_update
 
     def after_run(self, run_context, run_values):
-        if self._late_steps is None:
+        if self._late_count is None:
             return
         now = time.monotonic()
-        count, step = run_context.session.run([self._late_steps, self._global_step])
+        count, step = run_context.session.run([self._late_count, self._global_step])
         if self._seen is not None and step > self._seen[1]:
             secs = (now - self._seen[0]) / (step - self._seen[1])
             self._update_secs = (secs if self._update_secs is None
                                  else (3 * self._update_secs + secs) / 4)
         self._seen = now, step
         self._steps += 1
-        late = count > self._late_steps_before
-        self._late_steps_before = count
+        late = count > self._late_count_before
+        self._late_count_before = count
         self._steps_late += late
         self._lateness = late_workers.lateness(self._lateness, late)
         updates = late_workers.sit_out_updates(self._lateness)
@@ -529,7 +529,9 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         from its start, unless the global step has reached the last step (that step's
         gradient would make an update past it, or wait for one forever)."""
         polls_per_stall = max(1, int(2 * self._update_secs / SIT_OUT_POLL_SECS))
-        until, still = min(step + updates, self._last_step or step + updates), 0
+        until = step + updates if self._last_step is None else min(step + updates,
+                                                                   self._last_step)
+        still = 0
         while step < until and still < polls_per_stall and not self._stopping.wait(
                 SIT_OUT_POLL_SECS):
             previous, step = step, session.run(self._global_step)
