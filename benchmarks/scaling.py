@@ -2,7 +2,7 @@
 
     python -m benchmarks.scaling [--model_name lenet] [--workers 2,4,8]
         [--link_bandwidth 250mbit,1gbit] [--setups parameter_server,sync_replicas,collective]
-        [--num_ps_tasks 2] [--variable_partition_min_mb 0,1]
+        [--num_ps_tasks 2,4] [--variable_partition_min_mb 0,1]
         [--gradient_compression none,bfloat16] [--overlap 0.5]
         [--batch_size 32] [--steps 10] [--warmup_steps 3] [--rounds 1] [--json]
 
@@ -10,11 +10,11 @@ For each number of workers (--workers) and each setup of benchmarks.network (by 
 parameter_server, asynchronous; sync_replicas; collective; multi_worker_mirrored;
 parameter_server_strategy), each but tf.distribute's once per --gradient_compression (the
 dtype its gradients cross the links in), and each with ps tasks (the first two and the last)
-once per --variable_partition_min_mb (the variables whole for 0, else in parts of about that
-many MB, at most one per ps task), a cluster of that many workers (and --num_ps_tasks ps
-tasks) trains --model_name on emulated hosts, one host per task, as benchmarks.network runs
-it (needs root): first on links without a limit, then on links of each --link_bandwidth, a
-cluster of its own each time.
+once per number of --num_ps_tasks and, for each, once per --variable_partition_min_mb (the
+variables whole for 0, else in parts of about that many MB, at most one per ps task), a
+cluster of that many workers (and ps tasks) trains --model_name on emulated hosts, one host
+per task, as benchmarks.network runs it (needs root): first on links without a limit, then
+on links of each --link_bandwidth, a cluster of its own each time.
 
 Emulated hosts share this machine's cores, so a worker's compute grows with the number of
 workers. The planner assumes a host per worker; it is given, for each setup and number of
@@ -43,12 +43,12 @@ measured over predicted, and the scaling efficiency measured and predicted (c ov
 the share of the workers' compute the cluster turns into training at that size, 1: the links
 cost nothing). A prediction is within the target when measured over predicted lies in
 [1 - TOLERANCE, 1 + TOLERANCE]; the last line counts them. --json prints one object instead:
-`model_name`, `batch_size`, `num_ps_tasks`, `variable_partition_min_mb` (the sizes),
+`model_name`, `batch_size`, `num_ps_tasks` and `variable_partition_min_mb` (the lists),
 `steps`, `warmup_steps`, `rounds`,
 `alone_secs` (one worker's step alone here), `forward_fraction`, `overlap`,
 `compression_seconds_per_byte` ({compression: seconds}), `payload_share`, `tolerance`,
-`seconds` and `points`: [{`workers`, `setup`, `gradient_compression`,
-`variable_partition_min_mb`, `label`,
+`seconds` and `points`: [{`workers`, `setup`, `gradient_compression`, `num_ps_tasks` (0:
+none), `variable_partition_min_mb`, `label`,
 `compute_secs` (what the planner was given), `unlimited_secs` (the step on unlimited links),
 `link_bandwidth`, `link_gbps`, `measured_secs`, `predicted_secs`, `ratio`,
 `scaling_measured`, `scaling_predicted`, `within`}], and `within` (how many points are).
@@ -107,16 +107,16 @@ def traffic_of(setup, traffics):
     return ps_traffic if kind in network.WITH_PS else collective_traffic
 
 
-def point(workers, setup, compressed, partition_mb, label, compute, unlimited, rate, link_gbps,
-          measured, prediction):
-    """The JSON-able result of one measured point: `setup` with gradients `compressed` and
-    the variables in parts of about `partition_mb` MB (0: whole) (`label`) on `workers`
-    workers and links of `rate` (`link_gbps` Gbit/s), its step measured in `measured`
-    seconds against sizing.Prediction `prediction`, predicted from the `compute` seconds of
-    a step; `unlimited`: its step on unlimited links."""
+def point(workers, setup, compressed, ps_tasks, partition_mb, label, compute, unlimited, rate,
+          link_gbps, measured, prediction):
+    """The JSON-able result of one measured point: `setup` with gradients `compressed`,
+    `ps_tasks` ps tasks (0: none) and the variables in parts of about `partition_mb` MB (0:
+    whole) (`label`) on `workers` workers and links of `rate` (`link_gbps` Gbit/s), its step
+    measured in `measured` seconds against sizing.Prediction `prediction`, predicted from
+    the `compute` seconds of a step; `unlimited`: its step on unlimited links."""
     ratio = measured / prediction.seconds
     return {'workers': workers, 'setup': setup, 'gradient_compression': compressed,
-            'variable_partition_min_mb': partition_mb,
+            'num_ps_tasks': ps_tasks, 'variable_partition_min_mb': partition_mb,
             'label': label, 'compute_secs': compute, 'unlimited_secs': unlimited,
             'link_bandwidth': rate, 'link_gbps': link_gbps,
             'measured_secs': measured, 'predicted_secs': prediction.seconds, 'ratio': ratio,
@@ -135,7 +135,7 @@ def benchmark(args, log):
         f'{forward_fraction:.2f} of it')
     strategy_traffic = (sizing_figures.strategy_ps_traffic(
         args.model_name, args.batch_size, trainers.NUM_CLASSES)
-        if any(setup == 'parameter_server_strategy' for setup, _, _ in args.runs) else None)
+        if any(run[0] == 'parameter_server_strategy' for run in args.runs) else None)
     traffics = {compressed: (*sizing_figures.step_traffics(args.model_name, args.batch_size,
                                                            trainers.NUM_CLASSES, compressed),
                              strategy_traffic)
@@ -144,15 +144,16 @@ def benchmark(args, log):
                 for compressed in args.gradient_compression}
     points = []
     for workers in args.workers:
-        # {(setup, part size): its float32 run's step on unlimited links}.
+        # {(setup, ps tasks, part size): its float32 run's step on unlimited links}.
         uncompressed = {}
-        for setup, compressed, partition_mb in args.runs:
+        for setup, compressed, ps_tasks, partition_mb in args.runs:
             name = network.run_name(setup, compressed, 'float32', partition_mb)
-            size = argparse.Namespace(**{**vars(args), 'workers': workers, 'setups': [name]})
+            size = argparse.Namespace(**{**vars(args), 'workers': workers, 'setups': [name],
+                                         'num_ps_tasks': ps_tasks})
             unlimited = network.measure_link(size, None, None, log)['setups'][name]['sec_per_step']
-            plain = uncompressed.get((setup, partition_mb))
+            plain = uncompressed.get((setup, ps_tasks, partition_mb))
             if compressed == 'none':
-                compute = uncompressed[setup, partition_mb] = unlimited
+                compute = uncompressed[setup, ps_tasks, partition_mb] = unlimited
             elif plain:  # As plan_cluster plans 16-bit gradients.
                 compute = plain + plain / alone.seconds * sizing.compression_seconds(
                     traffic_of(setup, traffics[compressed]), per_byte[compressed])
@@ -162,10 +163,10 @@ def benchmark(args, log):
             for rate, link_gbps in args.link_bandwidth.items():
                 measured = network.measure_link(size, rate, link_gbps, log)['setups'][name]
                 prediction = predict(setup, traffics[compressed], given, workers,
-                                     link_gbps * PAYLOAD_SHARE, args.num_ps_tasks,
+                                     link_gbps * PAYLOAD_SHARE, ps_tasks,
                                      builders.partition_bytes(partition_mb))
-                points.append(point(workers, setup, compressed, partition_mb, measured['label'],
-                                    compute, unlimited, rate, link_gbps,
+                points.append(point(workers, setup, compressed, ps_tasks, partition_mb,
+                                    measured['label'], compute, unlimited, rate, link_gbps,
                                     measured['sec_per_step'], prediction))
                 log(f"{rate}, {workers} workers, {measured['label']}: "
                     f"{measured['sec_per_step']:.3f} s per step, predicted "
@@ -209,11 +210,12 @@ def parse_args(argv=None):
                         metavar='NAME', help='network of nets_factory (default lenet)')
     parser.add_argument('--batch_size', type=at_least(1), default=32,
                         help='images per worker and step (default 32)')
-    parser.add_argument('--workers', type=worker_counts, default=[2, 4, 8],
+    parser.add_argument('--workers', type=counts_from(2), default=[2, 4, 8],
                         help='comma-separated numbers of workers >= 2 (default 2,4,8)')
-    parser.add_argument('--num_ps_tasks', type=at_least(1), default=2,
-                        help='ps tasks of parameter_server, sync_replicas and '
-                             'parameter_server_strategy (default 2)')
+    parser.add_argument('--num_ps_tasks', type=counts_from(1), default=[2],
+                        help='comma-separated numbers of ps tasks >= 1; each setup with ps '
+                             'tasks (parameter_server, sync_replicas, '
+                             'parameter_server_strategy) runs with each (default 2)')
     parser.add_argument('--link_bandwidth', type=network.link_rates,
                         default=network.link_rates('250mbit,1gbit'),
                         help="comma-separated tc rates of every host's link, each way "
@@ -237,11 +239,14 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if 'prefetch_reads' in args.setups:
         parser.error('--setups prefetch_reads: the planner does not model prefetched reads')
-    args.runs = [(setup, compressed, partition_mb) for setup in args.setups
+    # (setup, gradient compression, ps tasks (0: none), part size in MB (0: whole)).
+    args.runs = [(setup, compressed, ps_tasks, partition_mb) for setup in args.setups
                  for compressed in (['none'] if setup in network.TF_DISTRIBUTE
                                     else args.gradient_compression)
-                 for partition_mb in (args.variable_partition_min_mb
-                                      if network.SETUPS[setup].kind in network.WITH_PS else [0])]
+                 for ps_tasks, partition_mb in (
+                     [(count, size) for count in args.num_ps_tasks
+                      for size in args.variable_partition_min_mb]
+                     if network.SETUPS[setup].kind in network.WITH_PS else [(0, 0)])]
     if not args.role:
         harness.require_emulated_hosts(parser)
     return args
@@ -255,9 +260,11 @@ def share(text):
     return value
 
 
-def worker_counts(text):
-    """argparse type: comma-separated numbers of workers, each >= 2."""
-    return [at_least(2)(part.strip()) for part in text.split(',')]
+def counts_from(least):
+    """argparse type: comma-separated whole numbers, each >= `least`."""
+    def counts(text):
+        return [at_least(least)(part.strip()) for part in text.split(',')]
+    return counts
 
 
 if __name__ == '__main__':

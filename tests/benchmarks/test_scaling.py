@@ -56,14 +56,14 @@ def test_a_point_sets_the_measured_step_against_the_predicted():
     # Collective on 4 workers: the ring passes 2 x 3/4 x 1 MB, 12 ms, within backprop's 20.
     prediction = scaling.predict('collective', TRAFFICS, COMPUTE, 4, 1.0, 1)
     assert prediction.seconds == pytest.approx(0.030)
-    point = scaling.point(4, 'collective', 'none', 0, 'collective', 0.030, 0.031, '1gbit', 1.0,
-                          0.034, prediction)
+    point = scaling.point(4, 'collective', 'none', 0, 0, 'collective', 0.030, 0.031, '1gbit',
+                          1.0, 0.034, prediction)
     assert point['ratio'] == pytest.approx(0.034 / 0.030) and point['within']
     assert point['scaling_measured'] == pytest.approx(0.030 / 0.034)
     assert point['scaling_predicted'] == pytest.approx(1.0)
     assert point['unlimited_secs'] == 0.031
-    assert not scaling.point(4, 'collective', 'none', 0, 'collective', 0.030, 0.031, '1gbit',
-                             1.0, 0.0346, prediction)['within']
+    assert not scaling.point(4, 'collective', 'none', 0, 0, 'collective', 0.030, 0.031,
+                             '1gbit', 1.0, 0.0346, prediction)['within']
 
 
 def test_parts_are_predicted_for_the_ps_setups():
@@ -89,18 +89,28 @@ def test_each_setup_but_tf_distributes_runs_with_each_compression_each_with_ps_i
     args = scaling.parse_args(['--setups=collective,multi_worker_mirrored,parameter_server,'
                                'parameter_server_strategy', '--gradient_compression=none,bfloat16',
                                '--variable_partition_min_mb=0,0.5'])
-    assert args.runs == [('collective', 'none', 0), ('collective', 'bfloat16', 0),
-                         ('multi_worker_mirrored', 'none', 0),
-                         ('parameter_server', 'none', 0), ('parameter_server', 'none', 0.5),
-                         ('parameter_server', 'bfloat16', 0),
-                         ('parameter_server', 'bfloat16', 0.5),
-                         ('parameter_server_strategy', 'none', 0),
-                         ('parameter_server_strategy', 'none', 0.5)]
+    assert args.runs == [('collective', 'none', 0, 0), ('collective', 'bfloat16', 0, 0),
+                         ('multi_worker_mirrored', 'none', 0, 0),
+                         ('parameter_server', 'none', 2, 0),
+                         ('parameter_server', 'none', 2, 0.5),
+                         ('parameter_server', 'bfloat16', 2, 0),
+                         ('parameter_server', 'bfloat16', 2, 0.5),
+                         ('parameter_server_strategy', 'none', 2, 0),
+                         ('parameter_server_strategy', 'none', 2, 0.5)]
+
+
+def test_each_setup_with_ps_tasks_runs_with_each_number_of_them():
+    args = scaling.parse_args(['--setups=sync_replicas,collective', '--num_ps_tasks=4,8',
+                               '--variable_partition_min_mb=0,1'])
+    assert args.runs == [('sync_replicas', 'none', 4, 0), ('sync_replicas', 'none', 4, 1),
+                         ('sync_replicas', 'none', 8, 0), ('sync_replicas', 'none', 8, 1),
+                         ('collective', 'none', 0, 0)]
 
 
 @pytest.mark.parametrize('argv, message', [
     (['--workers=1,4'], 'argument --workers: '),
     (['--workers=2,'], 'argument --workers: '),
+    (['--num_ps_tasks=4,0'], 'argument --num_ps_tasks: must be >= 1, got 0'),
     (['--setups=prefetch_reads'], '--setups prefetch_reads: the planner does not model'),
     (['--link_bandwidth=fast'], 'argument --link_bandwidth: '),
     (['--overlap=1.5'], "argument --overlap: '1.5' is not a share in [0, 1]"),
