@@ -23,6 +23,9 @@ step costs the shared cores, with nothing of the network), its forward pass the 
 that one worker measures alone here (sizing_figures.measure_compute), and --overlap, the
 share of backprop and the sending of its gradients that run at once (sizing.Compute's: on
 workers that share cores, the transfers' copies and sums take the cores backprop needs).
+The last worker to read in a synchronous update computes while the others wait for it,
+nearly alone on the cores: the planner gets one worker's step alone here as its compute
+(sizing.synchronous_ps's last_reader).
 From these and the bytes of the step (sizing_figures.step_traffics: the same traffic model
 as --link_gbps), it predicts the step on each limited link (slim_deploy.deployment.sizing's
 model of the mode; MultiWorkerMirroredStrategy's ring is collective's, and
@@ -35,7 +38,8 @@ add to a step, and how much of it backprop hides. A run with 16-bit gradients is
 plan_cluster plans it when its setup's float32 run came first: that run's unlimited step
 plus what the casts and sums cost
 (sizing.compression_seconds at the seconds per byte sizing_figures.compression_seconds_per_byte
-times here, times the sharing: the float32 step over one worker's step alone).
+times here, times the sharing: the float32 step over one worker's step alone; the last reader
+pays them once).
 
 Prints per link, number of workers and setup: the measured seconds per step (a step: one
 step of every worker; an update for sync_replicas; medians over --rounds), the predicted,
@@ -82,18 +86,22 @@ TOLERANCE = 0.15  # Of the measured step over the predicted.
 PAYLOAD_SHARE = 1448 / 1514
 
 
-def predict(setup, traffics, compute, workers, link_gbps, ps_tasks, partition_min_bytes=0):
+def predict(setup, traffics, compute, workers, link_gbps, ps_tasks, partition_min_bytes=0,
+            last_reader=None):
     """The sizing.Prediction of benchmarks.network setup `setup` on `workers` workers, from
     `traffics` ((ps step, collective step) StepTraffics), the sizing.Compute of a worker's
     step, links of `link_gbps` Gbit/s and `ps_tasks` ps tasks, the variables in parts of
-    about `partition_min_bytes` bytes (0: whole; ps setups only)."""
+    about `partition_min_bytes` bytes (0: whole; ps setups only); last_reader: for
+    sync_replicas, the sizing.Compute of the last worker to read in an update (None:
+    `compute`)."""
     traffic = traffic_of(setup, traffics)
     if setup in ('parameter_server', 'parameter_server_strategy'):
         return sizing.asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
                                       partition_min_bytes=partition_min_bytes)
     if setup == 'sync_replicas':
         return sizing.synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
-                                     partition_min_bytes=partition_min_bytes)
+                                     partition_min_bytes=partition_min_bytes,
+                                     last_reader=last_reader)
     return sizing.collective(traffic, compute, workers, link_gbps)
 
 
@@ -152,19 +160,21 @@ def benchmark(args, log):
                                          'num_ps_tasks': ps_tasks})
             unlimited = network.measure_link(size, None, None, log)['setups'][name]['sec_per_step']
             plain = uncompressed.get((setup, ps_tasks, partition_mb))
+            casts = sizing.compression_seconds(traffic_of(setup, traffics[compressed]),
+                                               per_byte[compressed])
             if compressed == 'none':
                 compute = uncompressed[setup, ps_tasks, partition_mb] = unlimited
             elif plain:  # As plan_cluster plans 16-bit gradients.
-                compute = plain + plain / alone.seconds * sizing.compression_seconds(
-                    traffic_of(setup, traffics[compressed]), per_byte[compressed])
+                compute = plain + plain / alone.seconds * casts
             else:
                 compute = unlimited
             given = sizing.Compute(compute, compute * forward_fraction, args.overlap)
+            last_reader = sizing.Compute(alone.seconds + casts, alone.forward, args.overlap)
             for rate, link_gbps in args.link_bandwidth.items():
                 measured = network.measure_link(size, rate, link_gbps, log)['setups'][name]
                 prediction = predict(setup, traffics[compressed], given, workers,
                                      link_gbps * PAYLOAD_SHARE, ps_tasks,
-                                     builders.partition_bytes(partition_mb))
+                                     builders.partition_bytes(partition_mb), last_reader)
                 points.append(point(workers, setup, compressed, ps_tasks, partition_mb,
                                     measured['label'], compute, unlimited, rate, link_gbps,
                                     measured['sec_per_step'], prediction))

@@ -47,6 +47,8 @@ b || g = max(b, g) + (1 - o) min(b, g).
   in turn, then the gradients); the last worker to read still computes its forward pass, and
   its backprop overlaps its own gradients, g = t(L_ps.bytes_in / W):  step = max(cycle(c),
   t(L_ps) - g + c_f + (c_b || g)), with c times k when the update waits for every worker.
+  That last worker computes while the others wait for the update: where hosts share cores
+  (emulated hosts), faster than c, and its compute can be given apart (last_reader).
   With backup workers (an update aggregates W - B gradients, B >= 1) the update does not wait
   for the straggler (c stays c), the ps link passes 'each way' (network_traffic's rule when
   workers do not step in lockstep), and the B slowest gradients are dropped (A = W - B).
@@ -182,23 +184,26 @@ def asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggl
 
 
 def synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggler=1.0,
-                   backup_workers=0, partition_min_bytes=0):
+                   backup_workers=0, partition_min_bytes=0, last_reader=None):
     """The Prediction of synchronous ps workers (a SyncReplicasOptimizer aggregating
-    workers - backup_workers gradients per update); other arguments as asynchronous_ps's.
-    Needs workers > 1 and 0 <= backup_workers < workers."""
+    workers - backup_workers gradients per update); last_reader: the Compute of the last
+    worker to read in an update, while the others wait for it (None: `compute`); other
+    arguments as asynchronous_ps's. Needs workers > 1 and 0 <= backup_workers < workers."""
     _check(workers, link_gbps, straggler)
     if workers < 2 or not 0 <= backup_workers < workers:
         raise ValueError(f'synchronous workers need workers > 1 and 0 <= backup_workers < '
                          f'workers, got workers={workers!r}, backup_workers={backup_workers!r}')
     lockstep = backup_workers == 0
-    waited = compute.times(straggler) if lockstep else compute
+    slowdown = straggler if lockstep else 1.0
+    waited = compute.times(slowdown)
+    last = (compute if last_reader is None else last_reader).times(slowdown)
 
     def predict(tasks):
         sized = _ps_traffic(traffic, workers, tasks, lockstep, partition_min_bytes)
         busiest_ps = max(sized.ps_tasks, key=lambda link: link.bytes)
         gradients = network_traffic.transfer_seconds(busiest_ps.bytes_in / workers, link_gbps)
         ps_step = (network_traffic.transfer_seconds(busiest_ps.bytes, link_gbps) - gradients +
-                   waited.forward + waited.backprop_with(gradients))
+                   last.forward + last.backprop_with(gradients))
         seconds = max(_cycle(sized.worker, waited, link_gbps), ps_step)
         return _prediction(SYNC_PS, sized, tasks, compute, seconds, workers - backup_workers,
                            link_gbps, partition_min_bytes)

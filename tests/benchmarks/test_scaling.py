@@ -52,6 +52,16 @@ def test_each_setup_is_predicted_by_the_model_of_its_mode_from_its_step(setup, m
     assert prediction.traffic.worker.bytes_in == worker_in
 
 
+def test_the_last_reader_of_a_synchronous_update_is_given_its_own_compute():
+    alone = sizing.Compute(seconds=0.010, forward=0.003)
+    sync = scaling.predict('sync_replicas', TRAFFICS, COMPUTE, 4, 1.0, 1, last_reader=alone)
+    assert sync == sizing.synchronous_ps(PS_STEP, COMPUTE, 4, 1.0, 1, last_reader=alone)
+    assert sync.seconds < scaling.predict('sync_replicas', TRAFFICS, COMPUTE, 4, 1.0, 1).seconds
+    for setup in ('parameter_server', 'collective'):  # No worker computes while others wait.
+        assert (scaling.predict(setup, TRAFFICS, COMPUTE, 4, 1.0, 1, last_reader=alone) ==
+                scaling.predict(setup, TRAFFICS, COMPUTE, 4, 1.0, 1))
+
+
 def test_a_point_sets_the_measured_step_against_the_predicted():
     # Collective on 4 workers: the ring passes 2 x 3/4 x 1 MB, 12 ms, within backprop's 20.
     prediction = scaling.predict('collective', TRAFFICS, COMPUTE, 4, 1.0, 1)

@@ -147,6 +147,16 @@ def test_synchronous_workers_read_in_turn_and_the_last_computes_after_all_reads(
     assert sync.scaling == pytest.approx(0.030 / 0.062)
 
 
+def test_the_last_worker_to_read_can_compute_at_a_pace_of_its_own():
+    """Hosts sharing cores: the last worker to read computes while the others wait, here in
+    15 ms (forward 5): 32 + 5 + 10 = 47 ms, above every worker's own cycle at the shared
+    pace (8 + 10 + 20 = 38 ms); the scaling still counts the shared pace's 30 ms."""
+    sync = sizing.synchronous_ps(ps_step(), COMPUTE, workers=4, link_gbps=1, ps_tasks=1,
+                                 last_reader=Compute(seconds=0.015, forward=0.005))
+    assert sync.seconds == pytest.approx(0.047)
+    assert sync.scaling == pytest.approx(0.030 / 0.047)
+
+
 def test_synchronous_workers_wait_for_a_straggler_unless_backup_workers_drop_it():
     """A worker twice as slow, last to read: 32 + 20 + 40 = 92 ms. With a backup worker (an
     update takes 3 gradients of 4) the update does not wait for it, the workers are not in
