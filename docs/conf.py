@@ -22,7 +22,7 @@ html_css_files = ['tables.css']
 
 # Anchors for headings down to ###, named as GitHub names them, so that links such as
 # `clusters.md#sync-or-async` work on GitHub and in the built site alike.
-myst_heading_anchors = 3
+myst_heading_anchors = 4
 # `--flag` stays two hyphens in running text.
 smartquotes = False
 # A code block without a language is a command or program output: left unhighlighted.

@@ -19,7 +19,8 @@ DOCS = ROOT / 'docs'
 PAGES = sorted(DOCS.glob('*.md'))
 README_MAX_LINES = 200
 # Headings that get an anchor: docs/conf.py's myst_heading_anchors.
-ANCHORED_LEVELS = 3
+ANCHORED_LEVELS = int(re.search(r'^myst_heading_anchors = (\d+)$',
+                                (DOCS / 'conf.py').read_text(), re.MULTILINE).group(1))
 
 _FENCE = re.compile(r'^(`{3,}|~{3,}).*?^\1[ \t]*$', re.MULTILINE | re.DOTALL)
 _CODE_SPAN = re.compile(r'(`+).+?\1', re.DOTALL)
