@@ -20,7 +20,7 @@ html_show_copyright = False
 html_static_path = ['_static']
 html_css_files = ['tables.css']
 
-# Anchors for headings down to ###, named as GitHub names them, so that links such as
+# Anchors for headings down to ####, named as GitHub names them, so that links such as
 # `clusters.md#sync-or-async` work on GitHub and in the built site alike.
 myst_heading_anchors = 4
 # `--flag` stays two hyphens in running text.
