@@ -529,9 +529,9 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         from its start, unless the global step has reached the last step (that step's
         gradient would make an update past it, or wait for one forever)."""
         polls_per_stall = max(1, int(2 * self._update_secs / SIT_OUT_POLL_SECS))
-        until = step + updates if self._last_step is None else min(step + updates,
-                                                                   self._last_step)
-        still = 0
+        until, still = step + updates, 0
+        if self._last_step is not None:
+            until = min(until, self._last_step)
         while step < until and still < polls_per_stall and not self._stopping.wait(
                 SIT_OUT_POLL_SECS):
             previous, step = step, session.run(self._global_step)
