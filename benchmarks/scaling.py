@@ -7,14 +7,15 @@
         [--batch_size 32] [--steps 10] [--warmup_steps 3] [--rounds 1] [--json]
 
 For each number of workers (--workers) and each setup of benchmarks.network (by its names:
-parameter_server, asynchronous; sync_replicas; collective; multi_worker_mirrored;
-parameter_server_strategy), each but tf.distribute's once per --gradient_compression (the
-dtype its gradients cross the links in), and each with ps tasks (the first two and the last)
-once per number of --num_ps_tasks and, for each, once per --variable_partition_min_mb (the
-variables whole for 0, else in parts of about that many MB, at most one per ps task), a
-cluster of that many workers (and ps tasks) trains --model_name on emulated hosts, one host
-per task, as benchmarks.network runs it (needs root): first on links without a limit, then
-on links of each --link_bandwidth, a cluster of its own each time.
+parameter_server, asynchronous; prefetch_reads, the same prefetching its reads;
+sync_replicas; collective; multi_worker_mirrored; parameter_server_strategy), each but
+tf.distribute's once per --gradient_compression (the dtype its gradients cross the links
+in), and each with ps tasks (the first three and the last) once per number of
+--num_ps_tasks and, for each, once per --variable_partition_min_mb (the variables whole for
+0, else in parts of about that many MB, at most one per ps task), a cluster of that many
+workers (and ps tasks) trains --model_name on emulated hosts, one host per task, as
+benchmarks.network runs it (needs root): first on links without a limit, then on links of
+each --link_bandwidth, a cluster of its own each time.
 
 Emulated hosts share this machine's cores, so a worker's compute grows with the number of
 workers. The planner assumes a host per worker; it is given, for each setup and number of
@@ -28,7 +29,8 @@ nearly alone on the cores: the planner gets one worker's step alone here as its 
 (sizing.synchronous_ps's last_reader).
 From these and the bytes of the step (sizing_figures.step_traffics: the same traffic model
 as --link_gbps), it predicts the step on each limited link (slim_deploy.deployment.sizing's
-model of the mode; MultiWorkerMirroredStrategy's ring is collective's, and
+model of the mode, prefetched reads the asynchronous workers' with their reads beside the
+rest of the step; MultiWorkerMirroredStrategy's ring is collective's, and
 ParameterServerStrategy's workers are asynchronous ps workers moving the bytes of deploy()'s
 step read without a caching device, a variable at each use, as TensorFlow 2 reads it:
 sizing_figures.strategy_ps_traffic) at the rate the tensors' bytes get: the link's rate
@@ -95,9 +97,10 @@ def predict(setup, traffics, compute, workers, link_gbps, ps_tasks, partition_mi
     sync_replicas, the sizing.Compute of the last worker to read in an update (None:
     `compute`)."""
     traffic = traffic_of(setup, traffics)
-    if setup in ('parameter_server', 'parameter_server_strategy'):
+    if setup in ('parameter_server', 'prefetch_reads', 'parameter_server_strategy'):
         return sizing.asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
-                                      partition_min_bytes=partition_min_bytes)
+                                      partition_min_bytes=partition_min_bytes,
+                                      prefetch_reads=network.SETUPS[setup].prefetch_reads)
     if setup == 'sync_replicas':
         return sizing.synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
                                      partition_min_bytes=partition_min_bytes,
@@ -224,7 +227,7 @@ def parse_args(argv=None):
                         help='comma-separated numbers of workers >= 2 (default 2,4,8)')
     parser.add_argument('--num_ps_tasks', type=counts_from(1), default=[2],
                         help='comma-separated numbers of ps tasks >= 1; each setup with ps '
-                             'tasks (parameter_server, sync_replicas, '
+                             'tasks (parameter_server, prefetch_reads, sync_replicas, '
                              'parameter_server_strategy) runs with each (default 2)')
     parser.add_argument('--link_bandwidth', type=network.link_rates,
                         default=network.link_rates('250mbit,1gbit'),
@@ -247,8 +250,6 @@ def parse_args(argv=None):
     # What benchmarks.network's clusters read: synthetic data.
     parser.set_defaults(dataset_name=None, dataset_dir=None)
     args = parser.parse_args(argv)
-    if 'prefetch_reads' in args.setups:
-        parser.error('--setups prefetch_reads: the planner does not model prefetched reads')
     # (setup, gradient compression, ps tasks (0: none), part size in MB (0: whole)).
     args.runs = [(setup, compressed, ps_tasks, partition_mb) for setup in args.setups
                  for compressed in (['none'] if setup in network.TF_DISTRIBUTE

@@ -5,12 +5,13 @@ r"""Predicts how fast a cluster would train a network, per mode, before you rent
         --compute_secs 0.04 --straggler 2 --backup_workers 1
 
 For each --link_gbps and --worker_replicas it prints, per mode (asynchronous ps workers,
-synchronous ps workers, each with its variables whole and in parts of each
---variable_partition_min_mb, and collective all-reduce): the ps tasks (--num_ps_tasks, or the
-fewest that bring the step within 1% of its best: 'choose'), the predicted seconds per step,
-examples per second, the scaling (the fraction of the workers' compute the cluster turns
-into training), the step over its network bound, and the busiest link with the bytes it
-passes per step; the mode to use is marked. These are predictions on paper, not
+their reads prefetched with --prefetch_reads, synchronous ps workers, each with its
+variables whole and in parts of each --variable_partition_min_mb, and collective
+all-reduce): the ps tasks (--num_ps_tasks, or the fewest that bring the step within 1% of
+its best: 'choose'), the predicted seconds per step, examples per second, the scaling (the
+fraction of the workers' compute the cluster turns into training), the step over its
+network bound, and the busiest link with the bytes it passes per step; the mode to use is
+marked. These are predictions on paper, not
 measurements: the docs' Sizing a cluster page says what they count and what they leave out.
 
 The network bytes are those the trainer's start-up plan prints with --link_gbps, read from the
@@ -79,6 +80,9 @@ flags.DEFINE_integer('backup_workers', 0, 'Synchronous ps workers whose gradient
                      'does without (--replicas_to_aggregate = workers - this).', lower_bound=0)
 flags.DEFINE_enum('gradient_compression', 'none', list(compression.COMPRESSIONS),
                   'The dtype gradients cross between tasks in (none: float32).')
+flags.DEFINE_bool('prefetch_reads', False, "Asynchronous ps workers prefetch their reads, as "
+                  "train_image_classifier's --prefetch_reads: each step's next values cross "
+                  'while it computes.')
 for _name in ('compute_secs', 'forward_fraction', 'straggler'):
     flags.register_validator(_name, lambda value: value is None or math.isfinite(value),
                              message=f'--{_name} must be finite')
@@ -192,7 +196,7 @@ def main(argv):
     for link_gbps in links:
         plans = [sizing.plan(ps_traffic, collective_traffic, computed, count, link_gbps, tasks,
                              FLAGS.num_clones, FLAGS.straggler, FLAGS.backup_workers,
-                             partition_sizes)
+                             partition_sizes, FLAGS.prefetch_reads)
                  for count in workers]
         print(f'\nOn links of {link_gbps:g} Gbit/s ({link_gbps * 125:g} MB/s) each way:')
         print('\n'.join(sizing.plan_rows(plans, FLAGS.batch_size * FLAGS.num_clones)))

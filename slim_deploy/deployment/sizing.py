@@ -38,7 +38,9 @@ b || g = max(b, g) + (1 - o) min(b, g).
 - A ps worker's own cycle: it reads the variables (its link's 'in'), computes the forward
   pass, then sends each gradient as backprop makes it:  cycle(c) = t(L) - t(out) + c_f +
   (c_b || t(out)), L the worker link's bytes by its rule (in + out when every gradient waits
-  for every read: t(in) + c_f + (c_b || t(out))).
+  for every read: t(in) + c_f + (c_b || t(out))). With prefetched reads (--prefetch_reads)
+  the next step's values cross while this one computes and sends (its link passes them each
+  way):  cycle(c) = max(t(in), c_f + (c_b || t(out))).
 - Asynchronous ps: workers do not wait for each other, and a ps task's link serves some
   while others compute; W worker steps need t(L_ps) of the busiest ps link. With a straggler
   the others step at their own pace: worker steps per second r = (W - 1) / cycle(c) +
@@ -124,7 +126,7 @@ class Prediction:
     predicted step. bound: traffic.seconds(link_gbps), the busiest link's time (0: no
     network). applied: the worker steps whose gradients a step applies (A). scaling: A x c
     over W x seconds. partition_min_bytes: M, the variables split into parts of about M
-    bytes (0: whole).
+    bytes (0: whole). prefetch_reads: asynchronous workers' reads prefetched.
     """
     mode: str
     workers: int
@@ -135,6 +137,7 @@ class Prediction:
     applied: int
     scaling: float
     partition_min_bytes: int = 0
+    prefetch_reads: bool = False
 
     @property
     def bound_ratio(self):
@@ -163,22 +166,22 @@ def collective(traffic, compute, workers, link_gbps, clones=1, straggler=1.0):
 
 
 def asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggler=1.0,
-                    partition_min_bytes=0):
+                    partition_min_bytes=0, prefetch_reads=False):
     """The Prediction of asynchronous ps workers, from the StepTraffic of a ps step (any
     number of workers and ps tasks; its variables whole), with `ps_tasks` ps tasks (None: the
     fewest within TOLERANCE of the least step) and the variables in parts of about
-    `partition_min_bytes` bytes, at most one per ps task (0: whole); other arguments as
-    collective's."""
+    `partition_min_bytes` bytes, at most one per ps task (0: whole), their reads prefetched
+    if `prefetch_reads`; other arguments as collective's."""
     _check(workers, link_gbps, straggler)
 
     def predict(tasks):
-        sized = _ps_traffic(traffic, workers, tasks, False, partition_min_bytes)
-        fast = _cycle(sized.worker, compute, link_gbps)
-        slow = _cycle(sized.worker, compute.times(straggler), link_gbps)
+        sized = _ps_traffic(traffic, workers, tasks, False, partition_min_bytes, prefetch_reads)
+        fast = _cycle(sized.worker, compute, link_gbps, prefetch_reads)
+        slow = _cycle(sized.worker, compute.times(straggler), link_gbps, prefetch_reads)
         steps_per_second = (workers - 1) / fast + 1 / slow
         seconds = max(workers / steps_per_second, sized.seconds(link_gbps))
         return _prediction(ASYNC_PS, sized, tasks, compute, seconds, workers, link_gbps,
-                           partition_min_bytes)
+                           partition_min_bytes, prefetch_reads)
 
     return _with_ps_tasks(predict, traffic, ps_tasks, partition_min_bytes)
 
@@ -212,16 +215,17 @@ def synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggle
 
 
 def plan(ps_traffic, collective_traffic, compute, workers, link_gbps, ps_tasks=None, clones=1,
-         straggler=1.0, backup_workers=0, partition_sizes=(0,)):
-    """The Predictions of every mode on `workers` workers: asynchronous ps, synchronous ps
-    (only with workers > backup_workers and workers > 1), each with the variables in parts
-    of about each of `partition_sizes` bytes (0: whole), and collective, from the
-    StepTraffic of a ps step and of a collective step (either None: its modes left out);
-    other arguments as the modes' functions take them."""
+         straggler=1.0, backup_workers=0, partition_sizes=(0,), prefetch_reads=False):
+    """The Predictions of every mode on `workers` workers: asynchronous ps (its reads
+    prefetched if `prefetch_reads`), synchronous ps (only with workers > backup_workers and
+    workers > 1), each with the variables in parts of about each of `partition_sizes` bytes
+    (0: whole), and collective, from the StepTraffic of a ps step and of a collective step
+    (either None: its modes left out); other arguments as the modes' functions take
+    them."""
     predictions = []
     for size in partition_sizes if ps_traffic is not None else ():
         predictions.append(asynchronous_ps(ps_traffic, compute, workers, link_gbps, ps_tasks,
-                                           straggler, size))
+                                           straggler, size, prefetch_reads))
         if workers > max(1, backup_workers):
             predictions.append(synchronous_ps(ps_traffic, compute, workers, link_gbps,
                                               ps_tasks, straggler, backup_workers, size))
@@ -271,9 +275,11 @@ def plan_rows(plans, examples_per_worker_step):
 
 
 def _mode_text(prediction):
-    """'ps, asynchronous', or for variables in parts 'ps, asynchronous, parts of 1.0 MB'."""
+    """'ps, asynchronous', followed by ', prefetched reads' when they are and ', parts of
+    1.0 MB' for variables in parts."""
     size = prediction.partition_min_bytes
-    return prediction.mode + (f', parts of {network_traffic.human_bytes(size)}' if size else '')
+    return (prediction.mode + ', prefetched reads' * prediction.prefetch_reads +
+            (f', parts of {network_traffic.human_bytes(size)}' if size else ''))
 
 
 def _busiest_text(prediction):
@@ -298,14 +304,20 @@ def _check(workers, link_gbps, straggler):
                          f'slower), got {straggler!r}')
 
 
-def _ps_traffic(traffic, workers, tasks, synchronous, partition_min_bytes):
+def _ps_traffic(traffic, workers, tasks, synchronous, partition_min_bytes,
+                prefetch_reads=False):
     """The StepTraffic of ps step `traffic` taken by `workers` workers, its PsGroups split
     into parts of about `partition_min_bytes` (0: whole) for `tasks` ps tasks (_parts) and
-    spread largest first onto the least-loaded of them; in lockstep if `synchronous`."""
+    spread largest first onto the least-loaded of them; in lockstep if `synchronous`; with
+    `prefetch_reads`, the worker's link passes its reads and gradients each way."""
     groups = sorted(_parts(traffic.groups, partition_min_bytes, tasks),
                     key=lambda group: (-group.bytes, group.name))
+    worker = traffic.worker
+    if prefetch_reads:
+        worker = dataclasses.replace(worker, bytes=max(worker.bytes_in, worker.bytes_out),
+                                     rule=EACH_WAY)
     return dataclasses.replace(
-        traffic, workers=workers, synchronous=synchronous, groups=tuple(groups),
+        traffic, workers=workers, synchronous=synchronous, groups=tuple(groups), worker=worker,
         ps_tasks=network_traffic.spread_links(groups, tasks, workers, synchronous))
 
 
@@ -339,22 +351,25 @@ def _with_ps_tasks(predict, traffic, ps_tasks, partition_min_bytes):
                 if prediction.seconds <= least * (1 + TOLERANCE))
 
 
-def _cycle(worker, compute, link_gbps):
+def _cycle(worker, compute, link_gbps, prefetch_reads=False):
     """A ps worker's own step, in seconds: its link `worker`'s bytes pass by its rule, with
     the forward pass after its reads and backprop overlapping its gradients:
-    t(bytes) - t(out) + forward + (backward || t(out))."""
+    t(bytes) - t(out) + forward + (backward || t(out)); with `prefetch_reads`, the reads
+    beside the rest: max(t(in), forward + (backward || t(out)))."""
     out = network_traffic.transfer_seconds(worker.bytes_out, link_gbps)
-    return (network_traffic.transfer_seconds(worker.bytes, link_gbps) - out + compute.forward +
-            compute.backprop_with(out))
+    computing = compute.forward + compute.backprop_with(out)
+    if prefetch_reads:
+        return max(network_traffic.transfer_seconds(worker.bytes_in, link_gbps), computing)
+    return network_traffic.transfer_seconds(worker.bytes, link_gbps) - out + computing
 
 
 def _prediction(mode, traffic, ps_tasks, compute, seconds, applied, link_gbps,
-                partition_min_bytes=0):
+                partition_min_bytes=0, prefetch_reads=False):
     """The Prediction of `mode` whose step, of StepTraffic `traffic`, takes `seconds` and
     applies `applied` worker steps, with the variables in parts of about
-    `partition_min_bytes` bytes (0: whole)."""
+    `partition_min_bytes` bytes (0: whole), their reads prefetched if `prefetch_reads`."""
     workers = traffic.workers
     return Prediction(mode=mode, workers=workers, ps_tasks=ps_tasks, traffic=traffic,
                       seconds=seconds, bound=traffic.seconds(link_gbps), applied=applied,
                       scaling=applied * compute.seconds / (workers * seconds),
-                      partition_min_bytes=partition_min_bytes)
+                      partition_min_bytes=partition_min_bytes, prefetch_reads=prefetch_reads)

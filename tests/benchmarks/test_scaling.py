@@ -41,6 +41,7 @@ TRAFFICS = (PS_STEP, COLLECTIVE_STEP, STRATEGY_STEP)
 
 @pytest.mark.parametrize('setup, mode, worker_in', [
     ('parameter_server', sizing.ASYNC_PS, MB),
+    ('prefetch_reads', sizing.ASYNC_PS, MB),
     ('sync_replicas', sizing.SYNC_PS, MB),
     ('collective', sizing.COLLECTIVE, 2 * 3 * MB // 4),  # The ring's 2 (N - 1) / N x 1 MB.
     ('multi_worker_mirrored', sizing.COLLECTIVE, 2 * 3 * MB // 4),
@@ -60,6 +61,13 @@ def test_the_last_reader_of_a_synchronous_update_is_given_its_own_compute():
     for setup in ('parameter_server', 'collective'):  # No worker computes while others wait.
         assert (scaling.predict(setup, TRAFFICS, COMPUTE, 4, 1.0, 1, last_reader=alone) ==
                 scaling.predict(setup, TRAFFICS, COMPUTE, 4, 1.0, 1))
+
+
+def test_prefetched_reads_are_predicted_beside_the_rest_of_the_step():
+    prefetched = scaling.predict('prefetch_reads', TRAFFICS, COMPUTE, 4, 1.0, 1)
+    assert prefetched == sizing.asynchronous_ps(PS_STEP, COMPUTE, 4, 1.0, 1, prefetch_reads=True)
+    assert prefetched.seconds < scaling.predict('parameter_server', TRAFFICS, COMPUTE, 4, 1.0,
+                                                1).seconds
 
 
 def test_a_point_sets_the_measured_step_against_the_predicted():
@@ -121,7 +129,6 @@ def test_each_setup_with_ps_tasks_runs_with_each_number_of_them():
     (['--workers=1,4'], 'argument --workers: '),
     (['--workers=2,'], 'argument --workers: '),
     (['--num_ps_tasks=4,0'], 'argument --num_ps_tasks: must be >= 1, got 0'),
-    (['--setups=prefetch_reads'], '--setups prefetch_reads: the planner does not model'),
     (['--link_bandwidth=fast'], 'argument --link_bandwidth: '),
     (['--overlap=1.5'], "argument --overlap: '1.5' is not a share in [0, 1]"),
     (['--variable_partition_min_mb=1,-1'], 'argument --variable_partition_min_mb: must be >= 0'),

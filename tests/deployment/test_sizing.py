@@ -123,6 +123,23 @@ def test_choosing_ps_tasks_takes_the_fewest_within_one_percent_of_the_best():
     assert sizing.asynchronous_ps(ps_step(), COMPUTE, 4, link_gbps=1).ps_tasks == 1
 
 
+def test_prefetched_reads_cross_while_the_worker_computes_and_sends():
+    """Prefetched, a worker's reads (8 ms) pass beside its forward pass and backprop (30 ms),
+    which hides its gradients (8 ms): a cycle of 30 ms, not 38, its link each way; 4 workers
+    on 2 ps tasks (16 ms each) step every 30 ms, on 1 task (32 ms) every 32. At 0.1 Gbit/s
+    the reads (80 ms) outlast the forward pass and the gradients (10 + 80): 2 workers on 2
+    ps tasks (80 ms each) step every 90 ms, against 80 + 10 + 80 without prefetching."""
+    four = sizing.asynchronous_ps(ps_step(), COMPUTE, workers=4, link_gbps=1, ps_tasks=2,
+                                  prefetch_reads=True)
+    assert four.seconds == pytest.approx(0.030) and four.prefetch_reads
+    assert four.traffic.worker == Link('worker', MB, MB, MB, EACH_WAY)
+    assert sizing.asynchronous_ps(ps_step(), COMPUTE, 4, 1, 1, prefetch_reads=True).seconds == (
+        pytest.approx(0.032))
+    slow = [sizing.asynchronous_ps(ps_step(), COMPUTE, 2, 0.1, 2, prefetch_reads=prefetch)
+            for prefetch in (True, False)]
+    assert [p.seconds for p in slow] == [pytest.approx(0.090), pytest.approx(0.170)]
+
+
 def test_asynchronous_workers_do_not_wait_for_a_straggler():
     """4 workers on 2 ps tasks (16 ms of the link per step), one 3 times slower: its cycle is
     8 + 30 + max(60, 8) = 98 ms, the others' 38 ms; the four step 3/38 + 1/98 times per ms,

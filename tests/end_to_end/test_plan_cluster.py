@@ -71,6 +71,26 @@ def test_parts_spread_lenets_large_layer_over_the_ps_tasks():
     assert parts.endswith('ps task 0: 27.3 MB each way, 218.6 ms')
 
 
+def test_prefetched_reads_cross_while_asynchronous_workers_compute():
+    """2 asynchronous workers on 2 ps tasks at 1 Gbit/s, lenet in parts of 1 MB: a worker's
+    reads (104.8 ms) pass beside its forward pass (13.3 ms) and its gradients (104.8 ms,
+    hiding backprop), so its cycle is 118.2 ms, not 223; the busiest ps task holds a part
+    of fc3/weights (6.4 MB) and conv2/weights: 2 x 6.6 MB each way per step, 106.0 ms.
+    Synchronous workers do not prefetch: their reads come before the forward pass."""
+    result = run_script('plan_cluster.py', '--model_name=lenet', '--compute_secs=0.04',
+                        '--worker_replicas=2', '--link_gbps=1', '--num_ps_tasks=2',
+                        '--variable_partition_min_mb=1', '--prefetch_reads')
+    assert result.returncode == 0, result.stderr
+    (prefetched,) = [line for line in result.stdout.splitlines() if line.startswith(
+        '2        ps, asynchronous, prefetched reads, parts of 1.0 MB  2 ')]
+    assert float(prefetched.split()[10]) == pytest.approx(0.04 / 3 + LENET_BYTES * 8 / 1e9,
+                                                          abs=5e-4)
+    assert prefetched.endswith('ps task 0: 13.3 MB each way, 106.0 ms')
+    (synchronous,) = [line for line in result.stdout.splitlines()
+                      if line.startswith('2        ps, synchronous, parts of 1.0 MB ')]
+    assert float(synchronous.split()[8]) >= 0.04 / 3 + 2 * LENET_BYTES * 8 / 1e9 - 5e-4
+
+
 def test_overlap_is_the_share_of_backprop_and_its_sending_run_at_once():
     # 8 collective workers at 1 Gbit/s, half overlapping: the forward pass (13.3 ms), the
     # ring (183.5 ms) and half of backprop's 26.7 ms.
