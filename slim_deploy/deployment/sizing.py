@@ -176,8 +176,8 @@ def asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks=None, straggl
 
     def predict(tasks):
         sized = _ps_traffic(traffic, workers, tasks, False, partition_min_bytes, prefetch_reads)
-        fast = _cycle(sized.worker, compute, link_gbps, prefetch_reads)
-        slow = _cycle(sized.worker, compute.times(straggler), link_gbps, prefetch_reads)
+        fast = _cycle(sized.worker, compute, link_gbps)
+        slow = _cycle(sized.worker, compute.times(straggler), link_gbps)
         steps_per_second = (workers - 1) / fast + 1 / slow
         seconds = max(workers / steps_per_second, sized.seconds(link_gbps))
         return _prediction(ASYNC_PS, sized, tasks, compute, seconds, workers, link_gbps,
@@ -351,14 +351,15 @@ def _with_ps_tasks(predict, traffic, ps_tasks, partition_min_bytes):
                 if prediction.seconds <= least * (1 + TOLERANCE))
 
 
-def _cycle(worker, compute, link_gbps, prefetch_reads=False):
+def _cycle(worker, compute, link_gbps):
     """A ps worker's own step, in seconds: its link `worker`'s bytes pass by its rule, with
     the forward pass after its reads and backprop overlapping its gradients:
-    t(bytes) - t(out) + forward + (backward || t(out)); with `prefetch_reads`, the reads
-    beside the rest: max(t(in), forward + (backward || t(out)))."""
+    t(bytes) - t(out) + forward + (backward || t(out)); on a link passing each way
+    (prefetched reads), the reads beside the rest: max(t(in), forward + (backward ||
+    t(out)))."""
     out = network_traffic.transfer_seconds(worker.bytes_out, link_gbps)
     computing = compute.forward + compute.backprop_with(out)
-    if prefetch_reads:
+    if worker.rule == EACH_WAY:
         return max(network_traffic.transfer_seconds(worker.bytes_in, link_gbps), computing)
     return network_traffic.transfer_seconds(worker.bytes, link_gbps) - out + computing
 
