@@ -11,8 +11,8 @@ all-reduce): the ps tasks (--num_ps_tasks, or the fewest that bring the step wit
 its best: 'choose'), the predicted seconds per step, examples per second, the scaling (the
 fraction of the workers' compute the cluster turns into training), the step over its
 network bound, and the busiest link with the bytes it passes per step; the mode to use is
-marked. These are predictions on paper, not
-measurements: the docs' Sizing a cluster page says what they count and what they leave out.
+marked. These are predictions on paper, not measurements: the docs' Sizing a cluster page
+says what they count and what they leave out.
 
 The network bytes are those the trainer's start-up plan prints with --link_gbps, read from the
 graphs deploy() builds of --model_name (2 workers on a ps task, and 2 collective workers). The
