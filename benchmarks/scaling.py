@@ -96,16 +96,16 @@ def predict(setup, traffics, compute, workers, link_gbps, ps_tasks, partition_mi
     about `partition_min_bytes` bytes (0: whole; ps setups only); last_reader: for
     sync_replicas, the sizing.Compute of the last worker to read in an update (None:
     `compute`)."""
-    traffic = traffic_of(setup, traffics)
-    if setup in ('parameter_server', 'prefetch_reads', 'parameter_server_strategy'):
-        return sizing.asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
-                                      partition_min_bytes=partition_min_bytes,
-                                      prefetch_reads=network.SETUPS[setup].prefetch_reads)
-    if setup == 'sync_replicas':
+    traffic, spec = traffic_of(setup, traffics), network.SETUPS[setup]
+    if spec.kind not in network.WITH_PS:
+        return sizing.collective(traffic, compute, workers, link_gbps)
+    if spec.sync_replicas:
         return sizing.synchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
                                      partition_min_bytes=partition_min_bytes,
                                      last_reader=last_reader)
-    return sizing.collective(traffic, compute, workers, link_gbps)
+    return sizing.asynchronous_ps(traffic, compute, workers, link_gbps, ps_tasks,
+                                  partition_min_bytes=partition_min_bytes,
+                                  prefetch_reads=spec.prefetch_reads)
 
 
 def traffic_of(setup, traffics):
