@@ -57,7 +57,10 @@ MultiWorkerMirroredStrategy's, and the plan's lower bound on the step: the bytes
 link must pass one after another per step, read from the worker's own graph
 (network_traffic.step_traffic: each way at once, in then out, or out then in for synchronous
 workers), over the bandwidth, with the measured step time over it. A bound above a measured
-step time is flagged: the plan or the measurement would be wrong. --json prints one object
+step time is flagged: the plan or the measurement would be wrong. Below the table, each
+setup's busiest link as measured: the host and direction whose link passed the most bytes
+per step (counted at the bridge, frames' headers included, over the timed steps), and the
+share of the step those bytes take at the link's rate. --json prints one object
 instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `precision` (a list), `data`,
 `steps`, `warmup_steps`, `rounds`, `all_reduce_pack_bytes`, `intra_op_threads`,
 `inter_op_threads`, `tensorflow`, `seconds` (the whole run) and `links`: {bandwidth ('1gbit'):
@@ -65,8 +68,8 @@ instead: `model_name`, `batch_size`, `workers`, `num_ps_tasks`, `precision` (a l
 {`label`, `processes`, `images_per_sec` (median), `images_per_sec_rounds`, `spread`,
 `sec_per_step` (median), `sec_per_step_rounds`, `bound_secs` (None: the step runs collective
 ops the plan does not count), `step_over_bound`, `network` (worker 0's
-trainers.network_bound), `startup`, `loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio of
-median images/sec}}}. A process
+trainers.network_bound), `link_bytes` and `busiest_link` (link_bytes'), `startup`,
+`loss_first`, `loss_last`}}, `ratios`: {"A / B": ratio of median images/sec}}}. A process
 that fails or stops answering (--timeout_secs) ends the run with a one-line error and exit
 code 1; every process and host it made is removed on exit.
 """
@@ -82,6 +85,7 @@ import argparse  # noqa: E402
 import collections  # noqa: E402
 import contextlib  # noqa: E402
 from math import isfinite  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -234,7 +238,7 @@ def measure_link(args, rate, link_gbps, log):
     without a limit, and no bound); returns that bandwidth's results (a JSON-able dict).
     `log`: progress lines."""
     started = time.monotonic()
-    results, processes, workers = {}, {}, {}
+    results, processes, workers, hosts_of = {}, {}, {}, {}
     global_steps = {}  # {setup: the global step its synchronous replicas reached}.
 
     def until(name, updates):
@@ -246,7 +250,7 @@ def measure_link(args, rate, link_gbps, log):
     with contextlib.ExitStack() as stack:
         directory = stack.enter_context(tempfile.TemporaryDirectory())
         for name in args.setups:  # In turn: each start-up alone on the machine.
-            hosts = stack.enter_context(emulated_hosts.EmulatedHosts(
+            hosts = hosts_of[name] = stack.enter_context(emulated_hosts.EmulatedHosts(
                 [launch.emulated_host(task) for task in tasks_of(args, name)],
                 domain=launch.HOSTS_DOMAIN, bandwidth=rate))
             processes[name] = harness.Processes(directory, args.timeout_secs, hosts)
@@ -270,20 +274,47 @@ def measure_link(args, rate, link_gbps, log):
                             **({} if target is None else {'until_global_step': target}))
         for name in warming:
             processes[name].collect(workers[name], f'run {args.warmup_steps} warm-up steps')
+
+        def measure(name):
+            """run_steps' result for `name`, and {host: (bytes in, bytes out) per step}."""
+            before = hosts_of[name].traffic()
+            result = trainers.run_steps(processes[name], workers[name], args.steps,
+                                        until(name, args.steps))
+            after = hosts_of[name].traffic()
+            return result, {host: tuple((a - b) / args.steps for a, b in zip(after[host], counts))
+                            for host, counts in before.items()}
+
         measured = harness.rounds(
-            args.setups, args.rounds,
-            lambda name: trainers.run_steps(processes[name], workers[name], args.steps,
-                                            until(name, args.steps)),
+            args.setups, args.rounds, measure,
             done=lambda number: log(f'{rate or "unlimited"}: round {number}/{args.rounds} done, '
                                     f'{time.monotonic() - started:.0f} s'))
     for name, result in results.items():
-        result.update(trainers.summary(measured[name]))
+        steps, traffics = zip(*measured[name])
+        result.update(trainers.summary(steps))
         bound = result['bound_secs']
         result['step_over_bound'] = result['sec_per_step'] / bound if bound else None
+        result.update(link_bytes(traffics, result['sec_per_step'], link_gbps))
     return {'link_gbps': link_gbps, 'setups': results,
             'ratios': harness.ratios({name: results[name]['images_per_sec'] for name in results},
                                      lambda name: [BASELINE], lambda name: label(args, name)),
             'seconds': time.monotonic() - started}
+
+
+def link_bytes(traffics, sec_per_step, link_gbps):
+    """What each host's link passed per step, from `traffics` (one {host: (bytes in, bytes
+    out) per step} per round): {'link_bytes': {host: {'in', 'out'}} (medians over the
+    rounds; frames' headers included), 'busiest_link': {'link' (host and direction: 'ps-0
+    out'), 'bytes', 'busy' (the share of a step of `sec_per_step` seconds those bytes take
+    on links of `link_gbps` Gbit/s; None: unlimited links)}}."""
+    hosts = {host: {direction: statistics.median(traffic[host][index] for traffic in traffics)
+                    for index, direction in enumerate(('in', 'out'))}
+             for host in traffics[0]}
+    host, direction = max(((host, direction) for host in hosts for direction in ('out', 'in')),
+                          key=lambda pair: hosts[pair[0]][pair[1]])
+    size = hosts[host][direction]
+    return {'link_bytes': hosts, 'busiest_link': {
+        'link': f'{host} {direction}', 'bytes': size,
+        'busy': size * 8 / (link_gbps * 1e9) / sec_per_step if link_gbps else None}}
 
 
 def benchmark(args, log):
@@ -338,22 +369,26 @@ def setup_row(setup, ratio, notes):
     None: none); appends what needs saying to `notes`."""
     network = setup['network']
     if setup['bound_secs'] is None:
-        bound = busiest = over = '-'
+        bound = planned = over = '-'
         notes.append(f"{setup['label']}: no bound: " + (
             f"network_traffic.step_traffic does not count its {', '.join(network['uncounted'])} "
             'ops' if network else 'its steps are functions the plan does not read'))
     else:
         bound = network_traffic.human_seconds(setup['bound_secs'])
-        busiest = (f"{' & '.join(network['busiest'])} "
+        planned = (f"{' & '.join(network['busiest'])} "
                    f"{network_traffic.human_bytes(network['bytes'])}")
         over = f"{setup['step_over_bound']:.2f}"
         if min(setup['sec_per_step_rounds']) < setup['bound_secs']:
             over += ' !'
             notes.append(f"! {setup['label']}: a round's step time is below the bound: the "
                          'plan or the measurement is wrong')
+    busiest = setup['busiest_link']
+    notes.append(f"{setup['label']}: busiest link measured: {busiest['link']}, "
+                 f"{network_traffic.human_bytes(busiest['bytes'])} per step" +
+                 ('' if busiest['busy'] is None else f", {busiest['busy']:.0%} of the step"))
     return (f"{setup['label']:<48} {setup['images_per_sec']:>10.1f} {setup['spread']:>7.1%} "
             f"{setup['sec_per_step']:>9.3f} {'-' if ratio is None else f'{ratio:.3f}':>8} "
-            f"{bound:>9}  {busiest:<42} {over:>10}")
+            f"{bound:>9}  {planned:<42} {over:>10}")
 
 
 def parse_args(argv=None):

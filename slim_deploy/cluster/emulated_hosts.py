@@ -5,6 +5,7 @@
         server = hosts.popen('ps-0', ['python', ...])   # a process on host ps-0
         hosts.partition('ps-0')   # its packets vanish both ways: no reset, no error
         hosts.heal('ps-0')
+        hosts.traffic()['ps-0']   # (bytes received, bytes sent) over its link so far
 
 Each host is a network namespace with one interface, eth0, holding the host's address in a
 /24 subnet of 10.231.0.0/16 that is the instance's own; a veth pair links it to a bridge in
@@ -27,6 +28,7 @@ import atexit
 import contextlib
 import dataclasses
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -144,6 +146,16 @@ class EmulatedHosts:
     def run(self, name, argv, **kwargs):
         """subprocess.run of `argv` on host `name` (kwargs: run's)."""
         return subprocess.run(self.command(name, argv), **kwargs)
+
+    def traffic(self):
+        """{host name: (bytes received, bytes sent)} over each host's link so far, as its
+        bridge port counts the frames (their headers included; what a limit lets through)."""
+        result = subprocess.run(['ip', '-n', self.switch, '-s', '-j', 'link', 'show'],
+                                capture_output=True, text=True, check=True)
+        ports = {port['ifname']: port['stats64'] for port in json.loads(result.stdout)}
+        # The port sends what its host receives, and receives what it sends.
+        return {name: (ports[self.port(name)]['tx']['bytes'],
+                       ports[self.port(name)]['rx']['bytes']) for name in self.hosts}
 
     def partition(self, name):
         """Cuts host `name` off: every packet to or from it vanishes, as when a machine loses

@@ -1,7 +1,8 @@
 """benchmarks.network end to end: every setup runs on tiny bandwidth-limited emulated
 hosts and reports, as JSON, what its docstring documents; no measured step beats the plan's
-bound; ParameterServerStrategy trains on the same cluster (plus its coordinator); no host is
-left behind; bad arguments are one line."""
+bound, and each link passes the plan's bytes and little more; ParameterServerStrategy trains
+on the same cluster (plus its coordinator); no host is left behind; bad arguments are one
+line."""
 import json
 import subprocess
 
@@ -17,6 +18,9 @@ LABELS = ['parameter_server async, 1 ps', 'parameter_server async, prefetched re
           'parameter_server sync, 1 ps', 'collective', 'MultiWorkerMirroredStrategy',
           'ParameterServerStrategy, 1 ps']
 PROCESSES = [3, 3, 3, 2, 2, 4]  # ParameterServerStrategy's coordinator is a task of its own.
+# The hosts of a setup of N processes: the first N of these, in some order.
+HOSTS = ['worker-0', 'worker-1', 'ps-0', 'chief-0']
+PLAN_HOSTS = {'worker': 'worker-0', 'ps task 0': 'ps-0'}  # The plan's links' hosts.
 
 
 def network(*args, timeout=60):
@@ -56,6 +60,14 @@ def test_every_setup_on_emulated_hosts_stays_above_the_plans_bound():
         assert len(rates) == 2 and min(rates) <= setup['images_per_sec'] <= max(rates)
         steps = setup['sec_per_step_rounds']
         assert len(steps) == 2 and min(steps) <= setup['sec_per_step'] <= max(steps)
+        busiest = setup['busiest_link']
+        host, direction = busiest['link'].split()
+        assert set(setup['link_bytes']) == set(HOSTS[:processes])
+        assert busiest['bytes'] == max(max(counts.values())
+                                       for counts in setup['link_bytes'].values())
+        assert busiest['bytes'] == setup['link_bytes'][host][direction]
+        assert 0 < busiest['busy'] <= 1.05 and busiest['busy'] == pytest.approx(
+            busiest['bytes'] * 8 / 1e9 / setup['sec_per_step'])
         traffic = setup['network']
         if name == 'parameter_server_strategy':  # Functions the plan does not read.
             assert traffic is None and setup['bound_secs'] is None
@@ -69,6 +81,14 @@ def test_every_setup_on_emulated_hosts_stays_above_the_plans_bound():
         assert all(step >= setup['bound_secs'] for step in steps), (name, steps)
         assert setup['step_over_bound'] == pytest.approx(
             setup['sec_per_step'] / setup['bound_secs'])
+        # The plan's bytes crossed each link, and little else: frames add their headers, and
+        # a synchronous worker may run a step more than the updates counted.
+        for planned_link, planned in traffic['links'].items():
+            for direction in ('in', 'out'):
+                measured = setup['link_bytes'][PLAN_HOSTS[planned_link]][direction]
+                if planned[direction] > 1e6:
+                    assert 1 <= measured / planned[direction] <= 1.5, (
+                        name, planned_link, direction, measured, planned)
     assert link['setups']['collective']['network']['busiest'] == ['worker out']
     assert link['setups']['parameter_server']['network']['ps_advice'] is not None
     baseline = link['setups']['multi_worker_mirrored']

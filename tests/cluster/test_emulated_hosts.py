@@ -129,7 +129,16 @@ def test_bandwidth_limits_a_hosts_link_in_each_direction():
         serve(hosts, 'peer')
         serve(hosts, 'slow')
         megabytes = 2.0  # 1 s at 16 Mbit/s.
+        before = hosts.traffic()
         assert float(python(hosts, 'slow', SEND, 'peer', megabytes)) >= 0.9
+        after = hosts.traffic()
+        # (received, sent) by each: the payload with its frames' headers one way, the
+        # acknowledgements back; none for the host that took no part.
+        moved = {name: [a - b for a, b in zip(after[name], before[name])] for name in after}
+        assert 2e6 < moved['slow'][1] < 2.2e6 and moved['peer'][1] < 0.2e6
+        assert moved['peer'][0] == pytest.approx(moved['slow'][1], rel=0.01)
+        assert moved['slow'][0] == pytest.approx(moved['peer'][1], rel=0.05)
+        assert moved['fast'][1] < 1e3
         assert float(python(hosts, 'fast', SEND, 'slow', megabytes)) >= 0.9
         assert float(python(hosts, 'fast', SEND, 'peer', megabytes)) < 0.5
 
