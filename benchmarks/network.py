@@ -314,7 +314,8 @@ def link_bytes(traffics, sec_per_step, link_gbps):
     size = hosts[host][direction]
     return {'link_bytes': hosts, 'busiest_link': {
         'link': f'{host} {direction}', 'bytes': size,
-        'busy': size * 8 / (link_gbps * 1e9) / sec_per_step if link_gbps else None}}
+        'busy': (network_traffic.transfer_seconds(size, link_gbps) / sec_per_step
+                 if link_gbps else None)}}
 
 
 def benchmark(args, log):

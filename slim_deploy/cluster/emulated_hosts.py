@@ -152,10 +152,10 @@ class EmulatedHosts:
         bridge port counts the frames (their headers included; what a limit lets through)."""
         result = subprocess.run(['ip', '-n', self.switch, '-s', '-j', 'link', 'show'],
                                 capture_output=True, text=True, check=True)
-        ports = {port['ifname']: port['stats64'] for port in json.loads(result.stdout)}
-        # The port sends what its host receives, and receives what it sends.
-        return {name: (ports[self.port(name)]['tx']['bytes'],
-                       ports[self.port(name)]['rx']['bytes']) for name in self.hosts}
+        # A port sends what its host receives, and receives what it sends.
+        counts = {port['ifname']: (port['stats64']['tx']['bytes'], port['stats64']['rx']['bytes'])
+                  for port in json.loads(result.stdout)}
+        return {name: counts[self.port(name)] for name in self.hosts}
 
     def partition(self, name):
         """Cuts host `name` off: every packet to or from it vanishes, as when a machine loses
