@@ -620,8 +620,8 @@ def test_a_real_tensorflow_contrib_is_never_shadowed(tmp_path):
 
 # deploy(quantize_delay=N) trains lenet on the embedded digits.
 
-QUANTIZE_DELAY = 50
-STEPS = 100
+QUANTIZE_DELAY = 35
+STEPS = 70
 
 
 def _lenet_model_fn(digits_dir, config):
@@ -672,7 +672,7 @@ def _assert_trained_quantized(session, digits_dir, checkpoint):
     for low, high in session.run(list(_ranges(weights=True).values())):
         assert np.all(high > 0) and np.all(high < 6) and np.array_equal(low, -high)
     assert quantize.checkpoint_per_channel_wt(checkpoint) is True
-    assert _quantized_accuracy(digits_dir, checkpoint) > 0.85  # Seeded: 0.96 to 0.975.
+    assert _quantized_accuracy(digits_dir, checkpoint) > 0.85  # Seeded: 0.93 to 0.96.
 
 
 @pytest.mark.slow
