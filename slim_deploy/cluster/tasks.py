@@ -186,8 +186,9 @@ def report_last_checkpoint(task, timeout_secs=5.0):
     """Tells each ps task of `task`'s cluster (the chief's) that the chief has written its
     last checkpoint, so that a ps task stopped by a signal stops serving (serve). A ps task
     that does not take the report within `timeout_secs` has ended: it is passed over."""
-    with tf.Graph().as_default():
-        for index, address in enumerate(task.cluster.get('ps', ())):
+    for index, address in enumerate(task.cluster.get('ps', ())):
+        # A graph per task: a session places its whole graph, and sees only its own task.
+        with tf.Graph().as_default():
             report = tf.raw_ops.AssignAddVariableOp(resource=_chief_reports(index),
                                                     value=tf.constant(1, tf.int64))
             config = tf.ConfigProto(device_filters=[f'/job:ps/task:{index}'],

@@ -325,51 +325,59 @@ from slim_deploy.cluster import tasks
 from slim_deploy.common.errors import Interrupted
 logging.set_verbosity(logging.INFO)  # As the command-line tools do.
 try:
-    tasks.serve(tasks.from_flags(sys.argv[1], sys.argv[2], 'ps', 0), grace_secs=60)
+    tasks.serve(tasks.from_flags(sys.argv[1], sys.argv[2], 'ps', int(sys.argv[3])),
+                grace_secs=60)
 except Interrupted as e:
     print(e, flush=True)
     sys.exit(e.exit_code)
 '''
 
 
-def serving(tmp_path, chief):
-    """A ps task serving (serve) in a process of its own, with a grace period of 60 s, whose
-    chief is at address `chief`; returns (its Popen, its address, its log) once it serves."""
-    address = f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}'
-    log = tmp_path / 'ps.log'
-    process = start_logged([sys.executable, '-c', SERVE, address, chief], log,
-                           {**ENV, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'})
-    wait_for(lambda: f'ps:0 serving at {address}' in log.read_text(), 60, process, log)
-    return process, address, log
+def serving(tmp_path, chief, num_ps_tasks=1):
+    """`num_ps_tasks` ps tasks serving (serve), each in a process of its own with a grace
+    period of 60 s, whose chief is at address `chief`; returns [(its Popen, its address, its
+    log)] by task once they serve."""
+    addresses = [f'127.0.0.1:{port}' for port in free_ports(LOCALHOST, num_ps_tasks)]
+    ps = [(start_logged([sys.executable, '-c', SERVE, ','.join(addresses), chief, str(index)],
+                        tmp_path / f'ps{index}.log',
+                        {**ENV, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'}),
+           address, tmp_path / f'ps{index}.log') for index, address in enumerate(addresses)]
+    for index, (process, address, log) in enumerate(ps):
+        wait_for(lambda: f'ps:{index} serving at {address}' in log.read_text(), 60, process, log)
+    return ps
 
 
 @pytest.mark.slow
-def test_a_signalled_ps_task_serves_until_the_chief_reports_its_last_checkpoint(tmp_path):
+def test_signalled_ps_tasks_serve_until_the_chief_reports_its_last_checkpoint(tmp_path):
     with socket.socket() as chief:  # It answers as a live chief's server does.
         chief.bind((LOCALHOST, 0))
         chief.listen()
-        process, address, log = serving(tmp_path, f'127.0.0.1:{chief.getsockname()[1]}')
+        ps = serving(tmp_path, f'127.0.0.1:{chief.getsockname()[1]}', num_ps_tasks=2)
         the_chief = ClusterTask({'worker': [f'127.0.0.1:{chief.getsockname()[1]}'],
-                                 'ps': [address]}, 'worker', 0)
+                                 'ps': [address for _, address, _ in ps]}, 'worker', 0)
         try:
             tasks.report_last_checkpoint(the_chief)  # An earlier chief's, before the signal.
-            process.send_signal(signal.SIGTERM)
-            wait_for(lambda: 'ps:0 received SIGTERM: serving until the chief has written its '
-                             'last checkpoint (within 60 s)' in log.read_text(), 30, process, log)
+            for index, (process, _, log) in enumerate(ps):
+                process.send_signal(signal.SIGTERM)
+                wait_for(lambda: f'ps:{index} received SIGTERM: serving until the chief has '
+                                 'written its last checkpoint (within 60 s)' in log.read_text(),
+                         30, process, log)
             time.sleep(1)
-            assert process.poll() is None  # Serving on for the chief.
+            assert [process.poll() for process, _, _ in ps] == [None, None]  # Serving on.
             tasks.report_last_checkpoint(the_chief)
-            assert process.wait(timeout=30) == 143
+            assert [process.wait(timeout=30) for process, _, _ in ps] == [143, 143]
         finally:
-            process.kill()
-            process.wait()
-    assert log.read_text().rstrip().splitlines()[-1] == (
-        'ps:0 stopped by SIGTERM: the chief has written its last checkpoint')
+            for process, _, _ in ps:
+                process.kill()
+                process.wait()
+    for index, (_, _, log) in enumerate(ps):
+        assert log.read_text().rstrip().splitlines()[-1] == (
+            f'ps:{index} stopped by SIGTERM: the chief has written its last checkpoint')
 
 
 @pytest.mark.slow
 def test_a_signalled_ps_task_whose_chief_does_not_answer_stops_at_once(tmp_path):
-    process, _, log = serving(tmp_path, f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}')
+    ((process, _, log),) = serving(tmp_path, f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}')
     try:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130
