@@ -338,10 +338,11 @@ def serving(tmp_path, chief, num_ps_tasks=1):
     period of 60 s, whose chief is at address `chief`; returns [(its Popen, its address, its
     log)] by task once they serve."""
     addresses = [f'127.0.0.1:{port}' for port in free_ports(LOCALHOST, num_ps_tasks)]
+    logs = [tmp_path / f'ps{index}.log' for index in range(num_ps_tasks)]
+    env = {**ENV, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'}
     ps = [(start_logged([sys.executable, '-c', SERVE, ','.join(addresses), chief, str(index)],
-                        tmp_path / f'ps{index}.log',
-                        {**ENV, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'}),
-           address, tmp_path / f'ps{index}.log') for index, address in enumerate(addresses)]
+                        log, env), address, log)
+          for index, (address, log) in enumerate(zip(addresses, logs))]
     for index, (process, address, log) in enumerate(ps):
         wait_for(lambda: f'ps:{index} serving at {address}' in log.read_text(), 60, process, log)
     return ps
