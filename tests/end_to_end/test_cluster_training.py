@@ -167,7 +167,7 @@ def evaluated_accuracy(train_dir):
 def test_collective_workers_through_the_launcher_train_in_step(digits_dir, tmp_path):
     # Exchanging bfloat16 gradients; the other collective tests exchange float32.
     train_dir = tmp_path / 'train'
-    steps = 100  # The test split's accuracy is about 0.98 by then.
+    steps = 300  # At 100 the test split's accuracy was 0.98 in two runs and 0.79 in a third.
     code, output = launch_cluster(
         '--num_ps_tasks=0', '--worker_replicas=2',
         args=train_args(train_dir, digits_dir, steps, '--variable_update=collective',
