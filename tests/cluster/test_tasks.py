@@ -1,5 +1,6 @@
 """ClusterTask from TF_CONFIG and flags, its gRPC server, and serve() until a signal and then
 until the chief has written its last checkpoint."""
+import collections
 import json
 import signal
 import socket
@@ -333,19 +334,36 @@ except Interrupted as e:
 '''
 
 
+# A ps task that serving() started: its Popen, its address and its log.
+Ps = collections.namedtuple('Ps', 'process address log')
+
+
 def serving(tmp_path, chief, num_ps_tasks=1):
     """`num_ps_tasks` ps tasks serving (serve), each in a process of its own with a grace
-    period of 60 s, whose chief is at address `chief`; returns [(its Popen, its address, its
-    log)] by task once they serve."""
+    period of 60 s, whose chief is at address `chief`; returns their Ps by task once they
+    all serve (killed if one does not)."""
     addresses = [f'127.0.0.1:{port}' for port in free_ports(LOCALHOST, num_ps_tasks)]
-    logs = [tmp_path / f'ps{index}.log' for index in range(num_ps_tasks)]
     env = {**ENV, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '2'}
-    ps = [(start_logged([sys.executable, '-c', SERVE, ','.join(addresses), chief, str(index)],
-                        log, env), address, log)
-          for index, (address, log) in enumerate(zip(addresses, logs))]
-    for index, (process, address, log) in enumerate(ps):
-        wait_for(lambda: f'ps:{index} serving at {address}' in log.read_text(), 60, process, log)
+    ps = []
+    try:
+        for index, address in enumerate(addresses):
+            log = tmp_path / f'ps{index}.log'
+            command = [sys.executable, '-c', SERVE, ','.join(addresses), chief, str(index)]
+            ps.append(Ps(start_logged(command, log, env), address, log))
+        for index, task in enumerate(ps):
+            wait_for(lambda: f'ps:{index} serving at {task.address}' in task.log.read_text(),
+                     60, task.process, task.log)
+    except BaseException:
+        killed(ps)
+        raise
     return ps
+
+
+def killed(ps):
+    """Kills the processes of `ps` (Ps) and waits for them."""
+    for task in ps:
+        task.process.kill()
+        task.process.wait()
 
 
 @pytest.mark.slow
@@ -355,37 +373,34 @@ def test_signalled_ps_tasks_serve_until_the_chief_reports_its_last_checkpoint(tm
         chief.listen()
         ps = serving(tmp_path, f'127.0.0.1:{chief.getsockname()[1]}', num_ps_tasks=2)
         the_chief = ClusterTask({'worker': [f'127.0.0.1:{chief.getsockname()[1]}'],
-                                 'ps': [address for _, address, _ in ps]}, 'worker', 0)
+                                 'ps': [task.address for task in ps]}, 'worker', 0)
         try:
             tasks.report_last_checkpoint(the_chief)  # An earlier chief's, before the signal.
-            for index, (process, _, log) in enumerate(ps):
-                process.send_signal(signal.SIGTERM)
+            for index, task in enumerate(ps):
+                task.process.send_signal(signal.SIGTERM)
                 wait_for(lambda: f'ps:{index} received SIGTERM: serving until the chief has '
-                                 'written its last checkpoint (within 60 s)' in log.read_text(),
-                         30, process, log)
+                                 'written its last checkpoint (within 60 s)' in
+                                 task.log.read_text(), 30, task.process, task.log)
             time.sleep(1)
-            assert [process.poll() for process, _, _ in ps] == [None, None]  # Serving on.
+            assert [task.process.poll() for task in ps] == [None, None]  # Serving on.
             tasks.report_last_checkpoint(the_chief)
-            assert [process.wait(timeout=30) for process, _, _ in ps] == [143, 143]
+            assert [task.process.wait(timeout=30) for task in ps] == [143, 143]
         finally:
-            for process, _, _ in ps:
-                process.kill()
-                process.wait()
-    for index, (_, _, log) in enumerate(ps):
-        assert log.read_text().rstrip().splitlines()[-1] == (
+            killed(ps)
+    for index, task in enumerate(ps):
+        assert task.log.read_text().rstrip().splitlines()[-1] == (
             f'ps:{index} stopped by SIGTERM: the chief has written its last checkpoint')
 
 
 @pytest.mark.slow
 def test_a_signalled_ps_task_whose_chief_does_not_answer_stops_at_once(tmp_path):
-    ((process, _, log),) = serving(tmp_path, f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}')
+    (task,) = serving(tmp_path, f'127.0.0.1:{free_ports(LOCALHOST, 1)[0]}')
     try:
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 130
+        task.process.send_signal(signal.SIGINT)
+        assert task.process.wait(timeout=30) == 130
     finally:
-        process.kill()
-        process.wait()
-    assert log.read_text().rstrip().splitlines()[-1] == (
+        killed([task])
+    assert task.log.read_text().rstrip().splitlines()[-1] == (
         'ps:0 stopped by SIGINT: the chief does not answer')
 
 
