@@ -231,10 +231,15 @@ def _other_input(op, tensor):
 
 
 def _variable_op(tensor):
-    """The variable op `tensor` reads (through reads and identities), or None."""
+    """The variable op `tensor` reads (through reads and identities), or None. A variable made
+    in parts (DeploymentConfig's variable_partitioner) is read as its parts' reads
+    concatenated: its first part's."""
     op = tensor.op
     while op.type in ('Identity', 'ReadVariableOp'):
         op = op.inputs[0].op
+    if op.type == 'ConcatV2':
+        parts = [_variable_op(part) for part in op.inputs[:-1]]
+        return parts[0] if None not in parts else None
     return op if op.type in _VARIABLE_TYPES else None
 
 
@@ -258,7 +263,8 @@ def _copy_op(op, inputs, name):
 @dataclasses.dataclass(frozen=True)
 class _Layer:
     """A layer to quantize. op: its Conv2D, DepthwiseConv2dNative or MatMul; weights: the
-    weights tensor it reads; variable: the weights' variable op; output: its output, after
+    weights tensor it reads; variable: the weights' variable op (the first part's of a variable
+    in parts); output: its output, after
     the BatchToSpaceND of an atrous convolution (`space_op`, else None)."""
     op: tf.Operation
     weights: tf.Tensor

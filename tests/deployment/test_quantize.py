@@ -20,7 +20,7 @@ import tf_slim as slim
 
 from slim_deploy.cluster import launch, tasks
 from slim_deploy.datasets import dataset_factory, pipeline
-from slim_deploy.deployment import model_deploy, quantize
+from slim_deploy.deployment import model_deploy, placement, quantize
 from slim_deploy.image_classifier import builders
 from slim_deploy.nets import nets_factory
 from slim_deploy.preprocessing import preprocessing_factory
@@ -329,14 +329,19 @@ def test_the_clones_share_one_set_of_ranges_which_clone_0s_batches_update():
 @pytest.mark.parametrize('config, devices', [
     ({}, {'/device:CPU:0'}),
     ({'num_ps_tasks': 2}, None),  # Each range on the ps task holding its layer's weights.
+    # Weights in 2 parts (conv's along its output channels) are read concatenated: each
+    # range on the ps task holding the first part.
+    ({'num_ps_tasks': 2, 'variable_partitioner': placement.min_size_partitioner(128, 2)}, None),
     ({'variable_update': 'replicated'}, {DEVICES[0]}),  # Clone 0's, with the statistics.
-], ids=['local', 'ps_tasks', 'replicated'])
+], ids=['local', 'ps_tasks', 'ps_tasks_in_parts', 'replicated'])
 def test_the_ranges_are_placed_as_the_model_variables(config, devices):
     with tf.Graph().as_default():
         _two_clones(**config)
         variables = {v.op.name: v for v in tf.global_variables()}
+        assert sorted(_ranges(weights=True)) == ['conv/weights_quant', 'logits/weights_quant']
         for name, (low, high) in {**_ranges(), **_ranges(weights=True)}.items():
-            layer_device = variables[name.split('/')[0] + '/weights'].device
+            weights = name.split('/')[0] + '/weights'
+            layer_device = variables.get(weights, variables.get(weights + '/part_0')).device
             assert low.device == high.device == layer_device
             assert low.device in (devices or {f'/job:ps/task:{t}/device:CPU:0' for t in (0, 1)})
         assert all(v.device.startswith('/job:ps/') for v in variables.values()) == bool(
