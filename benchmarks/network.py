@@ -40,7 +40,8 @@ DeploymentConfig's gradient_compression); a run with 16-bit gradients is named
 '<label>[, <dtype> gradients], <precision> math'. Each setup with ps tasks runs once per size of
 --variable_partition_min_mb too (0: the variables whole), each variable in parts of about
 that many MB, at most one per ps task (train_image_classifier's --variable_partition_min_mb;
-ParameterServerStrategy's MinSizePartitioner, the same parts): a run in parts is named
+ParameterServerStrategy's MinSizePartitioner, the same parts where a large variable's first
+axis is its longest, as lenet's and cifarnet's): a run in parts is named
 '<name>/<size>mb' ('parameter_server/1mb') and labelled '<label>, parts of <size> MB'.
 
 Per bandwidth of --link_bandwidth, in turn: the setups' clusters start one after another

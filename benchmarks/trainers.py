@@ -353,19 +353,20 @@ class SlimLayer(tf_keras.layers.Layer):
 
 
 def coordinator_trainer(args, role):
-    """The coordinator of ParameterServerStrategy, task 'chief:0' of role['cluster'] (its
-    'worker' and 'ps' tasks serve; serve_task), in TensorFlow 2 (eagerly; the workers run
-    its step as a tf.function): momentum SGD of the network each worker builds on
-    --batch_size synthetic images of its own (synthetic_values, the same as the other
-    trainers'; no --dataset_name), the variables round-robin over the ps tasks, in parts when
-    role['variable_partition_min_mb'] says so: MinSizePartitioner, the same parts (it is
-    min_max_variable_partitioner's rule). The network is nets_factory's, slim's layers,
-    through SlimLayer; the loss is the data loss plus the penalties, as deploy()'s; Keras's
-    SGD with momentum is MomentumOptimizer's update (v = momentum x v - learning rate x
-    gradient, variable += v, the same as accumulation = momentum x accumulation + gradient,
-    variable -= learning rate x accumulation). Each step reads a penalized weight twice from
-    its ps task, for the forward pass and for its penalty (TensorFlow 2 has no caching
-    device, with which deploy() reads it once). Float32 only."""
+    """The coordinator of ParameterServerStrategy, task 'chief:0' of role['cluster'] (its 'worker'
+    and 'ps' tasks serve; serve_task), in TensorFlow 2 (eagerly; the workers run its step as a
+    tf.function): momentum SGD of the network each worker builds on --batch_size synthetic
+    images of its own (synthetic_values, the same as the other trainers'; no --dataset_name),
+    the variables round-robin over the ps tasks, in parts when role['variable_partition_min_mb']
+    says so: MinSizePartitioner, which is min_max_variable_partitioner's rule along the first
+    axis only (ShardedVariable's): the same parts as deploy()'s where a large variable's first
+    axis is its longest (lenet's and cifarnet's). The network is nets_factory's, slim's layers,
+    through SlimLayer; the loss is the data loss plus the penalties, as deploy()'s; Keras's SGD
+    with momentum is MomentumOptimizer's update (v = momentum x v - learning rate x gradient,
+    variable += v, the same as accumulation = momentum x accumulation + gradient, variable -=
+    learning rate x accumulation). Each step reads a penalized weight twice from its ps task,
+    for the forward pass and for its penalty (TensorFlow 2 has no caching device, with which
+    deploy() reads it once). Float32 only."""
     task = ClusterTask(role['cluster'], 'chief', 0)
     size = builders.partition_bytes(role.get('variable_partition_min_mb', 0))
     partitioner = (tf2.distribute.experimental.partitioners.MinSizePartitioner(

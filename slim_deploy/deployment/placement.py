@@ -167,13 +167,20 @@ def parts(partitioner, shape, dtype):
 
 
 def min_size_partitioner(min_bytes, max_parts):
-    """A partitioner splitting a variable of B bytes along its first axis into ceil(B /
-    min_bytes) parts (min_bytes > 0), at most `max_parts` and its first dimension, as
-    tf.compat.v1.min_max_variable_partitioner does: parts of about `min_bytes` each. What
-    train_image_classifier's --variable_partition_min_mb gives, at most --num_ps_tasks
-    parts."""
-    return tf.min_max_variable_partitioner(max_partitions=max_parts, axis=0,
-                                           min_slice_size=min_bytes)
+    """A partitioner splitting a variable of B bytes along its longest axis (the first of
+    equals) into ceil(B / min_bytes) parts (min_bytes > 0), at most `max_parts` and that
+    axis's length, by tf.compat.v1.min_max_variable_partitioner's rule: parts of about
+    `min_bytes` each. Along the longest axis rather than the first, a convolution's kernel
+    (height x width x in x out) splits along its channels, where its first axis (1 for a
+    1 x 1 kernel) would keep it whole. What train_image_classifier's
+    --variable_partition_min_mb gives, at most --num_ps_tasks parts."""
+    def partitioner(shape, dtype):
+        dims = tf.TensorShape(shape).as_list()
+        axis = dims.index(max(dims)) if dims and None not in dims else 0
+        return tf.min_max_variable_partitioner(max_partitions=max_parts, axis=axis,
+                                               min_slice_size=min_bytes)(shape, dtype)
+
+    return partitioner
 
 
 def partitioned_variables(graph):

@@ -298,11 +298,12 @@ class ClusterConfig:
                'reads overlap the gradients on the wire, and each step computes with values '
                'one step older.')
     variable_partition_min_mb: float = setting(
-        0.0, 'Split each variable of more than this many MB into parts of about this size (its '
-             'size over this, rounded up, as min_max_variable_partitioner does), at most '
-             '--num_ps_tasks parts, placed by --ps_strategy as variables are, so that no ps '
-             "task's link carries a large layer alone; checkpoints hold whole variables. 0: "
-             'none. Needs ps tasks.', Bounds.numbers(0))
+        0.0, 'Split each variable of more than this many MB along its longest axis into parts '
+             'of about this size (its size over this, rounded up, as '
+             'min_max_variable_partitioner counts them), at most --num_ps_tasks parts, placed '
+             "by --ps_strategy as variables are, so that no ps task's link carries a large "
+             'layer alone; checkpoints hold whole variables. 0: none. Needs ps tasks.',
+        Bounds.numbers(0))
     task_timeout_secs: float = setting(
         model_deploy.TASK_TIMEOUT_SECS,
         'Seconds a task this one needs (the ps tasks; the chief, while it initializes and, with'

@@ -28,17 +28,18 @@ from graphs import built, lenet_model_fn
 
 MB = 1_000_000
 LENET_PARTS = placement.min_size_partitioner(MB, 4)  # LeNet/fc3/weights (12.8 MB) in 4.
-# The small model: hidden/weights (64 x 64 floats, 16 kB) in 2 parts of 4 kB or more; the
-# others (256, 512 and 8 bytes) whole.
+# The small model: hidden/weights (a 1 x 1 x 64 x 64 kernel, 16 kB) in 2 parts of 4 kB or
+# more, along its input channels; the others (256, 512 and 8 bytes) whole.
 SMALL_PARTS = placement.min_size_partitioner(4096, 2)
 INPUTS = np.random.RandomState(0).randn(8, 64).astype(np.float32)
 LABELS = (INPUTS[:, 0] > 0).astype(np.int64)
 
 
 def small_model_fn():
-    """Two fully connected layers on 8 fixed examples, a softmax loss."""
-    net = slim.fully_connected(tf.constant(INPUTS), 64, scope='hidden')
-    logits = slim.fully_connected(net, 2, activation_fn=None, scope='logits')
+    """A 1 x 1 convolution of 64 channels and a fully connected layer on 8 fixed examples (1 x
+    1 images of 64 channels), a softmax loss."""
+    net = slim.conv2d(tf.constant(INPUTS[:, None, None, :]), 64, [1, 1], scope='hidden')
+    logits = slim.fully_connected(slim.flatten(net), 2, activation_fn=None, scope='logits')
     tf.losses.sparse_softmax_cross_entropy(tf.constant(LABELS), logits)
 
 
@@ -55,7 +56,8 @@ def ps_task(variable):
     (placement.min_size_partitioner(1000, 4), [100, 10], tf.float32, [[25, 10]] * 4),
     (placement.min_size_partitioner(1000, 4), [100, 3], tf.float32, [[50, 3]] * 2),
     (placement.min_size_partitioner(1000, 4), [100, 3], tf.float16, None),  # 600 bytes.
-    (placement.min_size_partitioner(1000, 8), [3, 1000], tf.float32, [[1, 1000]] * 3),
+    # Along the longest axis: a 1 x 1 kernel's input channels, not its first axis.
+    (placement.min_size_partitioner(1000, 8), [1, 1, 40, 25], tf.float32, [[1, 1, 10, 25]] * 4),
     (placement.min_size_partitioner(1000, 8), [], tf.float32, None),
     (placement.min_size_partitioner(1000, 8), [None, 1000], tf.float32, None),
 ])
@@ -284,7 +286,7 @@ def test_every_ps_feature_trains_partitioned_variables(servers, feature):
                                                gradient_accumulation_steps=micro_batches)
     assert sorted(ps_task(part) for part in placement.partitioned_variables(graph)[
         'hidden/weights']) == [0, 1]
-    assert [part.shape for part in before] == [(32, 64)] * 2
+    assert [part.shape for part in before] == [(1, 1, 32, 64)] * 2
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert all((b != a).any() for b, a in zip(before, after))  # Each part was updated.
     if feature == 'reads_in_turn':  # Each part's read waits for the turn's lock.
