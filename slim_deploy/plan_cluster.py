@@ -5,12 +5,12 @@ r"""Predicts how fast a cluster would train a network, per mode, before you rent
         --compute_secs 0.04 --straggler 2 --backup_workers 1
 
 For each --link_gbps and --worker_replicas it prints, per mode (asynchronous ps workers,
-their reads prefetched with --prefetch_reads, synchronous ps workers, each with its
-variables whole and in parts of each --variable_partition_min_mb, and collective
-all-reduce): the ps tasks (--num_ps_tasks, or the fewest that bring the step within 1% of
-its best: 'choose'), the predicted seconds per step, examples per second, the scaling (the
-fraction of the workers' compute the cluster turns into training), the step over its
-network bound, and the busiest link with the bytes it passes per step; the mode to use is
+their reads prefetched with --prefetch_reads, synchronous ps workers, each with its variables
+in parts of each --variable_partition_min_mb, by default whole and in parts of 1 MB, and
+collective all-reduce): the ps tasks (--num_ps_tasks, or the fewest that bring the step
+within 1% of its best: 'choose'), the predicted seconds per step, examples per second, the
+scaling (the fraction of the workers' compute the cluster turns into training), the step over
+its network bound, and the busiest link with the bytes it passes per step; the mode to use is
 marked. These are predictions on paper, not measurements: the docs' Sizing a cluster page
 says what they count and what they leave out.
 
@@ -56,11 +56,11 @@ flags.DEFINE_list('worker_replicas', ['1', '8', '64', '256', '1024'],
                   'Numbers of workers to predict for, comma-separated.')
 flags.DEFINE_string('num_ps_tasks', CHOOSE, "Ps tasks of the ps modes: a number >= 1, or "
                     f"'{CHOOSE}': the fewest that bring the step within 1% of its best.")
-flags.DEFINE_list('variable_partition_min_mb', ['0'],
+flags.DEFINE_list('variable_partition_min_mb', ['0', '1'],
                   "Part sizes in MB to predict the ps modes with, comma-separated, as "
                   "train_image_classifier's --variable_partition_min_mb splits the variables "
-                  '(into parts of about that size, at most one per ps task); 0: whole. 0,1 '
-                  'compares whole variables with parts of 1 MB.')
+                  '(into parts of about that size, at most one per ps task); 0: whole. The '
+                  'default compares whole variables with parts of 1 MB.')
 flags.DEFINE_list('link_gbps', ['10'], "Bandwidths of every host's link in Gbit/s each way, "
                   'comma-separated: a table each.')
 flags.DEFINE_float('compute_secs', None, "Seconds of one worker's training step (its clones in "

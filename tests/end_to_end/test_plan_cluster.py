@@ -13,8 +13,12 @@ pytestmark = pytest.mark.slow
 # read and sent once per step by a ps worker and all-reduced once by a collective one.
 LENET_BYTES = 4 * (5 * 5 * 3 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 7 * 7 * 64 * 1024 + 1024 +
                    1024 * 10 + 10)  # 13,104,936: 13.1 MB.
-ROW = re.compile(r'^(\d+) +(ps, asynchronous|ps, synchronous|collective) +(\d+|-) +([\d.]+) +'
-                 r'([\d,]+) +([\d.]+) +([\d.]+|-) +(.+?)(  <- recommended)?$', re.MULTILINE)
+ROW = re.compile(r'^(\d+) +(ps, (?:a?synchronous)(?:, prefetched reads)?(?:, parts of \S+ MB)?|'
+                 r'collective) +(\d+|-) +([\d.]+) +([\d,]+) +([\d.]+) +([\d.]+|-) +(.+?)'
+                 r'(  <- recommended)?$', re.MULTILINE)
+ASYNC, SYNC = 'ps, asynchronous', 'ps, synchronous'
+ASYNC_PARTS, SYNC_PARTS = (f'{mode}, parts of 1.0 MB' for mode in (ASYNC, SYNC))
+EVERY_MODE = (ASYNC, SYNC, ASYNC_PARTS, SYNC_PARTS, 'collective')  # By default, W > 1.
 
 
 def rows(stdout):
@@ -40,10 +44,10 @@ def test_a_given_compute_is_planned_for_each_size_link_and_mode():
     tables = result.stdout.split('\nOn links of ')[1:]
     assert [table.splitlines()[0] for table in tables] == [
         '1 Gbit/s (125 MB/s) each way:', '10 Gbit/s (1250 MB/s) each way:']
-    for table in tables:
+    for table in tables:  # The ps modes with the variables whole and in parts of 1 MB.
         found = rows(table)
-        assert set(found) == {(1, 'ps, asynchronous'), (1, 'collective'),
-                              (8, 'ps, asynchronous'), (8, 'ps, synchronous'), (8, 'collective')}
+        assert set(found) == {(1, ASYNC), (1, ASYNC_PARTS), (1, 'collective'),
+                              *((8, mode) for mode in EVERY_MODE)}
         assert {tasks for tasks, *_ in found.values()} == {'2', '-'}
         assert [key[0] for key, (*_, mark) in found.items() if mark] == [1, 8]
     # One worker alone: collective trains locally, at the compute's 40 ms.
@@ -61,14 +65,11 @@ def test_parts_spread_lenets_large_layer_over_the_ps_tasks():
     8 x 12.85 = 102.8 MB each way per step through its link; in 4 parts of 3.21 MB, one per
     task, the busiest task holds a part and conv2/weights (204.8 kB): 8 x 3.42 = 27.3 MB."""
     result = run_script('plan_cluster.py', '--model_name=lenet', '--compute_secs=0.04',
-                        '--worker_replicas=8', '--link_gbps=1', '--num_ps_tasks=4',
-                        '--variable_partition_min_mb=0,1')
+                        '--worker_replicas=8', '--link_gbps=1', '--num_ps_tasks=4')
     assert result.returncode == 0, result.stderr
-    assert rows(result.stdout)[8, 'ps, asynchronous'][3] == (
-        'ps task 0: 102.8 MB each way, 822.1 ms')
-    (parts,) = [line for line in result.stdout.splitlines()
-                if line.startswith('8        ps, asynchronous, parts of 1.0 MB  4 ')]
-    assert parts.endswith('ps task 0: 27.3 MB each way, 218.6 ms')
+    found = rows(result.stdout)
+    assert found[8, ASYNC][::3] == ('4', 'ps task 0: 102.8 MB each way, 822.1 ms')
+    assert found[8, ASYNC_PARTS][::3] == ('4', 'ps task 0: 27.3 MB each way, 218.6 ms')
 
 
 def test_prefetched_reads_cross_while_asynchronous_workers_compute():
@@ -81,14 +82,13 @@ def test_prefetched_reads_cross_while_asynchronous_workers_compute():
                         '--worker_replicas=2', '--link_gbps=1', '--num_ps_tasks=2',
                         '--variable_partition_min_mb=1', '--prefetch_reads')
     assert result.returncode == 0, result.stderr
-    (prefetched,) = [line for line in result.stdout.splitlines() if line.startswith(
-        '2        ps, asynchronous, prefetched reads, parts of 1.0 MB  2 ')]
-    assert float(prefetched.split()[10]) == pytest.approx(0.04 / 3 + LENET_BYTES * 8 / 1e9,
-                                                          abs=5e-4)
-    assert prefetched.endswith('ps task 0: 13.3 MB each way, 106.0 ms')
-    (synchronous,) = [line for line in result.stdout.splitlines()
-                      if line.startswith('2        ps, synchronous, parts of 1.0 MB ')]
-    assert float(synchronous.split()[8]) >= 0.04 / 3 + 2 * LENET_BYTES * 8 / 1e9 - 5e-4
+    found = rows(result.stdout)
+    assert set(found) == {(2, 'ps, asynchronous, prefetched reads, parts of 1.0 MB'),
+                          (2, SYNC_PARTS), (2, 'collective')}
+    tasks, seconds, _, busiest, _ = found[2, 'ps, asynchronous, prefetched reads, parts of 1.0 MB']
+    assert seconds == pytest.approx(0.04 / 3 + LENET_BYTES * 8 / 1e9, abs=5e-4)
+    assert (tasks, busiest) == ('2', 'ps task 0: 13.3 MB each way, 106.0 ms')
+    assert found[2, SYNC_PARTS][1] >= 0.04 / 3 + 2 * LENET_BYTES * 8 / 1e9 - 5e-4
 
 
 def test_overlap_is_the_share_of_backprop_and_its_sending_run_at_once():
@@ -131,8 +131,7 @@ def test_the_done_case_resnet_v1_50_on_256_workers_at_10_gbits():
                         '--link_gbps=10', '--compute_secs=0.3', timeout=600)
     assert result.returncode == 0, result.stderr
     found = rows(result.stdout)
-    assert set(found) == {(256, 'ps, asynchronous'), (256, 'ps, synchronous'),
-                          (256, 'collective')}
+    assert set(found) == {(256, mode) for mode in EVERY_MODE}
     assert found[256, 'collective'][4] and found[256, 'collective'][3].startswith(
         'each worker: ')
     assert 'model    resnet_v1_50, 1001 classes,' in result.stdout
@@ -147,8 +146,7 @@ def test_the_compute_is_timed_here_unless_given():
                      r'2 steps\), the forward pass \S+ m?s$', result.stdout, re.MULTILINE)
     assert ('model    lenet, 10 classes, 32 examples per clone, 1 clone per worker, one worker '
             '2 times slower, 1 backup workers') in result.stdout
-    assert set(rows(result.stdout)) == {(4, 'ps, asynchronous'), (4, 'ps, synchronous'),
-                                        (4, 'collective')}
+    assert set(rows(result.stdout)) == {(4, mode) for mode in EVERY_MODE}
 
 
 @pytest.mark.parametrize('args, message', [
