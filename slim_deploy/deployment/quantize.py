@@ -264,8 +264,8 @@ def _copy_op(op, inputs, name):
 class _Layer:
     """A layer to quantize. op: its Conv2D, DepthwiseConv2dNative or MatMul; weights: the
     weights tensor it reads; variable: the weights' variable op (the first part's of a variable
-    in parts); output: its output, after
-    the BatchToSpaceND of an atrous convolution (`space_op`, else None)."""
+    in parts); output: its output, after the BatchToSpaceND of an atrous convolution
+    (`space_op`, else None)."""
     op: tf.Operation
     weights: tf.Tensor
     variable: tf.Operation
