@@ -1,6 +1,7 @@
 """plan_cluster as a user runs it: its predictions for a given compute and for one it times on
 this machine, the traffic it reads from the graphs deploy() builds, and its one-line
 mistakes."""
+import collections
 import re
 
 import pytest
@@ -21,10 +22,13 @@ ASYNC_PARTS, SYNC_PARTS = (f'{mode}, parts of 1.0 MB' for mode in (ASYNC, SYNC))
 EVERY_MODE = (ASYNC, SYNC, ASYNC_PARTS, SYNC_PARTS, 'collective')  # By default, W > 1.
 
 
+# A table row: its ps tasks ('-' for collective), sec/step, scaling, busiest link and mark.
+Row = collections.namedtuple('Row', 'tasks seconds scaling busiest recommended')
+
+
 def rows(stdout):
-    """{(workers, mode): (ps tasks, sec/step, scaling, busiest link, recommended)} of the
-    table rows in `stdout`."""
-    return {(int(workers), mode): (tasks, float(seconds), float(scaling), busiest, bool(mark))
+    """{(workers, mode): Row} of the table rows in `stdout`."""
+    return {(int(workers), mode): Row(tasks, float(seconds), float(scaling), busiest, bool(mark))
             for workers, mode, tasks, seconds, _, scaling, _, busiest, mark
             in ROW.findall(stdout)}
 
@@ -48,16 +52,17 @@ def test_a_given_compute_is_planned_for_each_size_link_and_mode():
         found = rows(table)
         assert set(found) == {(1, ASYNC), (1, ASYNC_PARTS), (1, 'collective'),
                               *((8, mode) for mode in EVERY_MODE)}
-        assert {tasks for tasks, *_ in found.values()} == {'2', '-'}
-        assert [key[0] for key, (*_, mark) in found.items() if mark] == [1, 8]
+        assert {row.tasks for row in found.values()} == {'2', '-'}
+        assert [key[0] for key, row in found.items() if row.recommended] == [1, 8]
     # One worker alone: collective trains locally, at the compute's 40 ms.
-    assert rows(tables[0])[1, 'collective'][1:4] == (
+    alone = rows(tables[0])[1, 'collective']
+    assert (alone.seconds, alone.scaling, alone.busiest) == (
         0.04, 1.0, 'none: nothing crosses the network')
     # 8 collective workers at 1 Gbit/s: the forward pass (13.3 ms), then the ring's
     # 2 x 7/8 x 13.1 MB each way, 183.5 ms.
     ring = 2 * 7 * LENET_BYTES // 8
-    assert rows(tables[0])[8, 'collective'][1] == pytest.approx(0.04 / 3 + ring * 8 / 1e9,
-                                                               abs=5e-4)
+    assert rows(tables[0])[8, 'collective'].seconds == pytest.approx(
+        0.04 / 3 + ring * 8 / 1e9, abs=5e-4)
 
 
 def test_parts_spread_lenets_large_layer_over_the_ps_tasks():
@@ -68,8 +73,9 @@ def test_parts_spread_lenets_large_layer_over_the_ps_tasks():
                         '--worker_replicas=8', '--link_gbps=1', '--num_ps_tasks=4')
     assert result.returncode == 0, result.stderr
     found = rows(result.stdout)
-    assert found[8, ASYNC][::3] == ('4', 'ps task 0: 102.8 MB each way, 822.1 ms')
-    assert found[8, ASYNC_PARTS][::3] == ('4', 'ps task 0: 27.3 MB each way, 218.6 ms')
+    whole, parts = found[8, ASYNC], found[8, ASYNC_PARTS]
+    assert (whole.tasks, whole.busiest) == ('4', 'ps task 0: 102.8 MB each way, 822.1 ms')
+    assert (parts.tasks, parts.busiest) == ('4', 'ps task 0: 27.3 MB each way, 218.6 ms')
 
 
 def test_prefetched_reads_cross_while_asynchronous_workers_compute():
@@ -84,10 +90,10 @@ def test_prefetched_reads_cross_while_asynchronous_workers_compute():
     assert result.returncode == 0, result.stderr
     found, prefetched = rows(result.stdout), 'ps, asynchronous, prefetched reads, parts of 1.0 MB'
     assert set(found) == {(2, prefetched), (2, SYNC_PARTS), (2, 'collective')}
-    tasks, seconds, _, busiest, _ = found[2, prefetched]
-    assert seconds == pytest.approx(0.04 / 3 + LENET_BYTES * 8 / 1e9, abs=5e-4)
-    assert (tasks, busiest) == ('2', 'ps task 0: 13.3 MB each way, 106.0 ms')
-    assert found[2, SYNC_PARTS][1] >= 0.04 / 3 + 2 * LENET_BYTES * 8 / 1e9 - 5e-4
+    row = found[2, prefetched]
+    assert row.seconds == pytest.approx(0.04 / 3 + LENET_BYTES * 8 / 1e9, abs=5e-4)
+    assert (row.tasks, row.busiest) == ('2', 'ps task 0: 13.3 MB each way, 106.0 ms')
+    assert found[2, SYNC_PARTS].seconds >= 0.04 / 3 + 2 * LENET_BYTES * 8 / 1e9 - 5e-4
 
 
 def test_overlap_is_the_share_of_backprop_and_its_sending_run_at_once():
@@ -99,7 +105,7 @@ def test_overlap_is_the_share_of_backprop_and_its_sending_run_at_once():
     assert ('; 0.5 of backprop and its sending overlap (--overlap)'
             in result.stdout.splitlines()[2])
     ring = 2 * 7 * LENET_BYTES // 8
-    assert rows(result.stdout)[8, 'collective'][1] == pytest.approx(
+    assert rows(result.stdout)[8, 'collective'].seconds == pytest.approx(
         0.04 / 3 + ring * 8 / 1e9 + 0.5 * 0.08 / 3, abs=5e-4)
 
 
@@ -119,7 +125,7 @@ def test_16_bit_gradients_halve_the_bytes_and_add_their_casts_to_the_compute():
     assert 'sends 6.6 MB per step' in traffic and '6.6 MB all-reduced per step' in traffic
     # 8 collective workers: the forward pass, then the ring's 2 x 7/8 x 6.55 MB each way.
     ring = 2 * 7 * (LENET_BYTES // 2) // 8
-    assert rows(result.stdout)[8, 'collective'][1] == pytest.approx(
+    assert rows(result.stdout)[8, 'collective'].seconds == pytest.approx(
         0.04 / 3 + ring * 8 / 1e9, abs=5e-4)
 
 
@@ -131,7 +137,7 @@ def test_the_done_case_resnet_v1_50_on_256_workers_at_10_gbits():
     assert result.returncode == 0, result.stderr
     found = rows(result.stdout)
     assert set(found) == {(256, mode) for mode in EVERY_MODE}
-    assert found[256, 'collective'][4] and found[256, 'collective'][3].startswith(
+    assert found[256, 'collective'].recommended and found[256, 'collective'].busiest.startswith(
         'each worker: ')
     assert 'model    resnet_v1_50, 1001 classes,' in result.stdout
 
