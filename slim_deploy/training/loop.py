@@ -528,15 +528,15 @@ class SyncReplicasHook(tf.train.SessionRunHook):
         taken before the wait set, to the global step, so that the next step is not stale
         from its start, unless the global step has reached the last step (that step's
         gradient would make an update past it, or wait for one forever)."""
-        polls_per_stall = max(1, int(2 * self._update_secs / SIT_OUT_POLL_SECS))
-        until, still = step + updates, 0
+        until, moved_at = step + updates, time.monotonic()
         if self._last_step is not None:
             until = min(until, self._last_step)
-        while step < until and still < polls_per_stall and not self._stopping.wait(
-                SIT_OUT_POLL_SECS):
+        while (step < until and time.monotonic() - moved_at < 2 * self._update_secs
+               and not self._stopping.wait(SIT_OUT_POLL_SECS)):
             previous, step = step, session.run(self._global_step)
-            still = still + 1 if step == previous else 0
-            self._sat_out += step - previous
+            if step != previous:
+                moved_at = time.monotonic()
+                self._sat_out += step - previous
         if self._last_step is None or step < self._last_step:
             session.run(self._optimizer.local_step_init_op)
 

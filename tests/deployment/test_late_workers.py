@@ -176,14 +176,16 @@ def test_late_steps_raise_the_lateness_steps_in_time_lower_it_and_it_sets_the_si
 STEP_SECS = 0.5  # A step of _Steps; every update interval is at least this long, so the
 # global step must stand still for at least 2 x STEP_SECS before a wait goes on.
 NO_WAIT_SECS = 0.3  # after_run takes less without a wait, even on a loaded machine.
-INTO_WAIT_SECS = 0.5  # When a thread acts during a wait, which then ends at about this.
+INTO_WAIT_SECS = 0.5  # When a thread acts during a wait, which then ends soon after.
 
 
 class _Steps:
     """Drives worker 0's SyncReplicasHook (of 2 workers, 1 gradient per update) of
     `optimizer` on `session` as a training loop would: each step(fresh, update) lasts
     STEP_SECS, makes an update (the global step + 1) if `update`, and, unless fresh, is late
-    (it counts one in the late steps' variable); it returns the seconds after_run waited."""
+    (it counts one in the late steps' variable); it returns the seconds after_run waited.
+    A step's `in_the_wait` (None: nothing) is called by a thread INTO_WAIT_SECS into that
+    wait."""
 
     def __init__(self, optimizer, session, last_step=None):
         self.hook = loop.SyncReplicasHook(optimizer, False, 2, 1, last_step)
@@ -193,22 +195,24 @@ class _Steps:
         self.hook.after_create_session(session, None)
         self._session = session
 
-    def step(self, fresh, update=True):
+    def step(self, fresh, update=True, in_the_wait=None):
         time.sleep(STEP_SECS)
         self._session.run(([] if fresh else [self._late]) + ([self.update] if update else []))
         began = time.monotonic()
+        if in_the_wait is not None:
+            threading.Timer(INTO_WAIT_SECS, in_the_wait).start()
         self.hook.after_run(tf.train.SessionRunContext((), self._session), None)
         return time.monotonic() - began
 
-    def in_the_next_wait(self, action, *args):
-        """Runs `action(*args)` in a thread INTO_WAIT_SECS into the next step's wait."""
-        threading.Timer(STEP_SECS + INTO_WAIT_SECS, action, args).start()
+    def make_update(self):
+        """Makes an update, as another worker would."""
+        self._session.run(self.update)
 
 
 def _ended_by_the_thread(secs):
     """Whether a wait of `secs` ended when a thread acted INTO_WAIT_SECS into it, before the
     global step had stood still long enough to end it."""
-    return 0.8 * INTO_WAIT_SECS < secs < 1.9 * STEP_SECS
+    return INTO_WAIT_SECS <= secs < 1.9 * STEP_SECS
 
 
 @pytest.mark.slow
@@ -227,15 +231,14 @@ def test_a_worker_sits_out_until_the_updates_pass_the_global_step_stands_still_o
             session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
             steps = _Steps(optimizer, session)
             assert steps.step(False) < NO_WAIT_SECS  # Once.
-            steps.in_the_next_wait(session.run, steps.update)
-            assert _ended_by_the_thread(steps.step(False))
+            assert _ended_by_the_thread(steps.step(False, in_the_wait=steps.make_update))
             assert session.run([global_step, optimizer._local_step]) == [3, 3]
             # The global step stands still (the upper bound only shows that the wait ends).
             assert 1.9 * STEP_SECS < steps.step(False, update=False) < 8 * STEP_SECS
             assert steps.step(True) < NO_WAIT_SECS
             assert 1.9 * STEP_SECS < steps.step(False, update=False) < 8 * STEP_SECS
-            steps.in_the_next_wait(steps.hook.release)
-            assert _ended_by_the_thread(steps.step(False, update=False))
+            assert _ended_by_the_thread(
+                steps.step(False, update=False, in_the_wait=steps.hook.release))
 
 
 @pytest.mark.slow
@@ -252,7 +255,6 @@ def test_a_worker_that_sat_out_to_the_last_step_keeps_its_local_step():
             session.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
             steps = _Steps(optimizer, session, last_step=3)
             steps.step(False)
-            steps.in_the_next_wait(session.run, steps.update)
-            assert _ended_by_the_thread(steps.step(False))
+            assert _ended_by_the_thread(steps.step(False, in_the_wait=steps.make_update))
             assert session.run([tf.train.get_global_step(), optimizer._local_step]) == [3, 0]
             assert steps.step(False, update=False) < NO_WAIT_SECS
