@@ -168,10 +168,12 @@ def test_collective_workers_through_the_launcher_train_in_step(digits_dir, tmp_p
     # Exchanging bfloat16 gradients; the other collective tests exchange float32.
     train_dir = tmp_path / 'train'
     steps = 300  # At 100 the test split's accuracy was 0.98 in two runs and 0.79 in a third.
+    # Seeded: unseeded, about 1 run in 160 collapsed to predicting one class (accuracy 0.2).
     code, output = launch_cluster(
         '--num_ps_tasks=0', '--worker_replicas=2',
         args=train_args(train_dir, digits_dir, steps, '--variable_update=collective',
-                        '--log_every_n_steps=100', '--gradient_compression=bfloat16'))
+                        '--log_every_n_steps=100', '--gradient_compression=bfloat16',
+                        '--seed=1'))
     assert code == 0, output[-3000:]
     assert re.search(r'gradients +cross between tasks in bfloat16, ', output)
     assert steps_run(task_lines(output, 'worker:0')) == (steps, steps)

@@ -161,9 +161,10 @@ def test_export_defaults_to_the_run_and_serves_the_checkpoints_logits(trained, t
 def test_trainable_scopes_and_moving_averages_through_evaluation(digits_dir, tmp_path):
     train_dir = tmp_path / 'train'
     # At the digits' own 8x8 (not padded to 28x28) 4 steps part the averaged and raw models.
+    # Seeded: unseeded, their metrics tied, by estimate, about once in 160 runs.
     train.train(train_config(train_dir, digits_dir, max_number_of_steps=4, num_clones=1,
                              train_image_size=8, trainable_scopes='LeNet/fc4',
-                             moving_average_decay=0.5))
+                             moving_average_decay=0.5, seed=1))
     initial = checkpoint_values(train_dir / 'model.ckpt-0')
     final = checkpoint_values(train_dir / 'model.ckpt-4')
     np.testing.assert_array_equal(final['LeNet/conv1/weights'], initial['LeNet/conv1/weights'])
