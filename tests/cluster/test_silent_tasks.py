@@ -19,6 +19,10 @@ TIMEOUT = 8  # --task_timeout_secs
 # Detection may take one probe period more; the process then needs a moment to end.
 MARGIN = TIMEOUT / 10 + 4
 LAST_STEP = 60
+# A last step that a run cut by a partition never reaches first, however fast the machine;
+# its rerun then trains RERUN_STEPS past the chief's last checkpoint.
+UNREACHED = 10 ** 6
+RERUN_STEPS = 20
 SYNC = ('--sync_replicas', '--replicas_to_aggregate=2')
 
 
@@ -33,12 +37,17 @@ def hosts():
         pytest.fail(str(e))
 
 
-def start(tmp_path, hosts, digits_dir, num_ps_tasks, *flags, tasks=None, fresh=False):
+def task_args(tmp_path, digits_dir, last_step, *flags):
+    """The tasks' flags: train to `last_step` in tmp_path/train."""
+    return train_args(tmp_path / 'train', digits_dir, last_step, '--save_interval_secs=1',
+                      f'--task_timeout_secs={TIMEOUT}', *flags)
+
+
+def start(tmp_path, hosts, digits_dir, num_ps_tasks, *flags, last_step=LAST_STEP, tasks=None,
+          fresh=False):
     cluster = launch.emulated_cluster_spec(hosts, num_ps_tasks, 2)
-    return Cluster(tmp_path, train_args(tmp_path / 'train', digits_dir, LAST_STEP,
-                                        '--save_interval_secs=1',
-                                        f'--task_timeout_secs={TIMEOUT}', *flags),
-                   cluster, hosts=hosts, tasks=tasks, fresh=fresh)
+    return Cluster(tmp_path, task_args(tmp_path, digits_dir, last_step, *flags), cluster,
+                   hosts=hosts, tasks=tasks, fresh=fresh)
 
 
 def silence_line(cluster, silent, here):
@@ -61,7 +70,7 @@ def silence_line(cluster, silent, here):
 def test_every_task_that_needs_a_silent_host_exits_naming_it(
         digits_dir, tmp_path, hosts, flags, num_ps_tasks, host, exits, rerun):
     train_dir = tmp_path / 'train'
-    with start(tmp_path, hosts, digits_dir, num_ps_tasks, *flags) as job:
+    with start(tmp_path, hosts, digits_dir, num_ps_tasks, *flags, last_step=UNREACHED) as job:
         job.wait_for(lambda: (checkpoint_step(train_dir) or 0) >= 10)
         hosts.partition(host)
         cut = time.monotonic()
@@ -74,13 +83,14 @@ def test_every_task_that_needs_a_silent_host_exits_naming_it(
         saved = checkpoint_step(train_dir)
         job.close()
         hosts.heal(host)
+        job.args = task_args(tmp_path, digits_dir, saved + RERUN_STEPS, *flags)
         for task in job.processes:
             job.start(task)
         codes = job.wait_workers()
     assert codes == {'worker:0': 0, 'worker:1': 0}, job.log('worker:0', 1)[-3000:]
     assert f'Resuming from {train_dir}/model.ckpt-{saved}' in job.log('worker:0', 1)
-    assert steps_run(job.log('worker:0', 1).splitlines())[0] == LAST_STEP
-    assert checkpoint_step(train_dir) == LAST_STEP
+    assert steps_run(job.log('worker:0', 1).splitlines())[0] == saved + RERUN_STEPS
+    assert checkpoint_step(train_dir) == saved + RERUN_STEPS
 
 
 def test_a_partition_shorter_than_the_timeout_heals_with_nothing_lost(digits_dir, tmp_path,
