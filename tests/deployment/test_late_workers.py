@@ -191,13 +191,13 @@ class _Steps:
         self.hook = loop.SyncReplicasHook(optimizer, False, 2, 1, last_step)
         self.hook.begin()
         self._late = late_workers.late_steps().assign_add(1)
-        self.update = tf.train.get_global_step().assign_add(1)
+        self._update = tf.train.get_global_step().assign_add(1)
         self.hook.after_create_session(session, None)
         self._session = session
 
     def step(self, fresh, update=True, in_the_wait=None):
         time.sleep(STEP_SECS)
-        self._session.run(([] if fresh else [self._late]) + ([self.update] if update else []))
+        self._session.run(([] if fresh else [self._late]) + ([self._update] if update else []))
         began = time.monotonic()
         if in_the_wait is not None:
             threading.Timer(INTO_WAIT_SECS, in_the_wait).start()
@@ -206,7 +206,7 @@ class _Steps:
 
     def make_update(self):
         """Makes an update, as another worker would."""
-        self._session.run(self.update)
+        self._session.run(self._update)
 
 
 def _ended_by_the_thread(secs):
