@@ -62,8 +62,8 @@ def score(train_dir, eval_dir, **flags):
 @pytest.fixture(scope='module')
 def float_run(digits_dir, tmp_path_factory):
     """(train_dir, metrics of its checkpoint on the test split) of lenet trained in float."""
-    # Seeded: an unseeded run collapses to predicting one class about once in 160, where
-    # int8's rounding could cost more points than the targets allow.
+    # Seeded: 1 of 163 unseeded runs of a like setup (lenet, RMSProp at 0.01, 300 steps)
+    # collapsed to predicting one class, where int8's rounding could cost more points.
     train_dir = train_run(tmp_path_factory.mktemp('float'), digits_dir, seed=1)
     return train_dir, score(train_dir, tmp_path_factory.mktemp('float_eval'))
 

@@ -137,8 +137,8 @@ def test_the_done_case_resnet_v1_50_on_256_workers_at_10_gbits():
     assert result.returncode == 0, result.stderr
     found = rows(result.stdout)
     assert set(found) == {(256, mode) for mode in EVERY_MODE}
-    assert found[256, 'collective'].recommended and found[256, 'collective'].busiest.startswith(
-        'each worker: ')
+    collective = found[256, 'collective']
+    assert collective.recommended and collective.busiest.startswith('each worker: ')
     assert 'model    resnet_v1_50, 1001 classes,' in result.stdout
 
 
